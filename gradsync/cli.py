@@ -1,0 +1,182 @@
+"""``gradsync``: the command line.
+
+``gradsync run [-m] [overrides...]`` composes the config once (Hydra), checks every job before
+anything is written, then hands each job to its runner, which starts the worker processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from gradsync import __version__
+from gradsync.config.compose import ConfigError, compose_jobs, write_resolved
+from gradsync.config.instantiate import build
+from gradsync.config.schema import register_schemas
+from gradsync.metrics.summary import write_summary
+
+log = logging.getLogger("gradsync")
+
+COMMANDS = {"run": "train one configuration, or a sweep of them with -m"}
+# Hydra flags that print information instead of running a job: passed to Hydra untouched.
+_HYDRA_INFO_FLAGS = {"--cfg", "-c", "--info", "-i", "--hydra-help", "--resolve", "--package",
+                     "-p", "--shell-completion", "-sc", "--config-dir", "-cd", "--config-name",
+                     "-cn", "--config-path", "-cp", "--experimental-rerun"}
+_MULTIRUN_FLAGS = {"-m", "--multirun"}
+
+
+class _JobOutcomes:
+    """What happened to the jobs of this command (Hydra runs them in this process)."""
+
+    def __init__(self) -> None:
+        self.failed: list[str] = []
+        self.interrupted = False
+
+
+_outcomes = _JobOutcomes()
+
+
+# ---- one job (called by Hydra for each job, in this process) --------------------------------
+def run_job(cfg: DictConfig) -> None:
+    from runners.base import Launch, WorkerFailure
+
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    overrides = list(hydra_cfg.overrides.task)
+    config_path = run_dir / "config.yaml"
+    write_resolved(cfg, config_path)
+    runner = build(cfg.runner, path="runner")
+    launch = Launch(
+        argv=[sys.executable, "-m", "gradsync.train.worker",
+              "--config", str(config_path), "--run-dir", str(run_dir)],
+        run_dir=run_dir,
+        env={"OMP_NUM_THREADS": str(cfg.trainer.threads_per_worker)},
+    )
+    log.info(f"run dir: {run_dir}")
+    started = time.time()
+    status, error = "completed", None
+    try:
+        runner.run(launch)
+    except WorkerFailure as exc:
+        status, error = "failed", str(exc)
+    except KeyboardInterrupt:
+        status, error = "interrupted", "interrupted by the user"
+    summary = write_summary(
+        run_dir, status=status, overrides=overrides, config_path=config_path,
+        started=started, ended=time.time(), error=error,
+    )
+    if status == "completed":
+        log.info(_summary_line(summary))
+    else:
+        log.error(f"error: {error} (run dir: {run_dir})")
+        _outcomes.failed.append(f"{error} (run dir: {run_dir})")
+    if status == "interrupted":
+        _outcomes.interrupted = True
+        raise SystemExit(130)
+
+
+def _summary_line(summary: dict) -> str:
+    final = summary["final"]
+    parts = [f"done in {summary['wall_time_s']:.1f} s"]
+    if "eval/accuracy" in final:
+        parts.append(f"accuracy {final['eval/accuracy']:.4f}")
+    if "perf/samples_per_s_mean" in final:
+        parts.append(f"{final['perf/samples_per_s_mean']:.0f} samples/s")
+    if "comm/bytes_sent" in final:
+        parts.append(f"{final['comm/bytes_sent'] / 1e3:.1f} kB sent/step/worker")
+    if "comm/density_actual" in final:
+        parts.append(f"density {final['comm/density_actual']:.4g}")
+    if "comm/error_norm" in final:
+        parts.append(f"error norm {final['comm/error_norm']:.4g}")
+    return " | ".join(parts) + f"\nrun dir: {summary['run_dir']}"
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+def _hydra_main(cfg: DictConfig) -> None:
+    run_job(cfg)
+
+
+# ---- the command line --------------------------------------------------------------------
+def _fail(message: str, code: int = 2) -> None:
+    print(f"gradsync: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _groups_text() -> str:
+    from gradsync.config.discovery import group_options
+
+    lines = ["config groups (group=option; * marks the default):"]
+    defaults = OmegaConf.load(Path(__file__).parent / "conf" / "train.yaml").defaults
+    chosen = {k: v for d in defaults if isinstance(d, DictConfig | dict) for k, v in d.items()}
+    for group, options in group_options().items():
+        shown = [f"{o}*" if chosen.get(group) == o else o for o in options]
+        lines.append(f"  {group:<11} {', '.join(shown) if shown else '(none yet)'}")
+    return "\n".join(lines)
+
+
+def _print_help() -> None:
+    print(f"gradsync {__version__}: communication-efficient data-parallel training experiments\n")
+    print("usage: gradsync COMMAND [args]\n\ncommands:")
+    for name, text in COMMANDS.items():
+        print(f"  {name:<11} {text}")
+    print()
+    print(_groups_text())
+    print("\nexamples:\n  gradsync run\n  gradsync run model=mlp trainer.workers=4 trainer.max_steps=50"
+          "\n  gradsync run -m trainer.workers=1,2 trainer.lr=0.1,0.05\n"
+          "\nmore: gradsync run --help, gradsync run --cfg job (show the composed config)")
+
+
+def _print_run_help() -> None:
+    print("usage: gradsync run [-m] [group=option ...] [key=value ...]\n")
+    print("Train one configuration; with -m, every combination of comma-separated values.")
+    print("Outputs go to hydra.run.dir (default outputs/DATE/TIME) or, with -m, to")
+    print("hydra.sweep.dir/N (default multirun/DATE/TIME/N) plus a sweep summary.csv.\n")
+    print(_groups_text())
+    print("\nshow every key and its value: gradsync run --cfg job [overrides]")
+    print("Hydra's own options:           gradsync run --hydra-help")
+
+
+def _run_command(args: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in args):
+        _print_run_help()
+        return 0
+    register_schemas()
+    if not any(a.split("=")[0] in _HYDRA_INFO_FLAGS for a in args):
+        overrides = [a for a in args if not a.startswith("-")]
+        unknown = [a for a in args if a.startswith("-") and a not in _MULTIRUN_FLAGS]
+        if unknown:
+            _fail(f"unknown option {unknown[0]}; see gradsync run --help")
+        try:
+            compose_jobs(overrides, multirun=any(a in _MULTIRUN_FLAGS for a in args))
+        except ConfigError as exc:
+            _fail(str(exc))
+    sys.argv = ["gradsync", *args]
+    _hydra_main()
+    if _outcomes.failed:
+        total = "" if len(_outcomes.failed) == 1 else f" ({len(_outcomes.failed)} jobs failed)"
+        _fail(f"{_outcomes.failed[0]}{total}", code=1)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        _print_help()
+        return 0
+    if args[0] == "--version":
+        print(f"gradsync {__version__}")
+        return 0
+    command, rest = args[0], args[1:]
+    if command not in COMMANDS:
+        _fail(f"unknown command '{command}'; valid commands: {', '.join(COMMANDS)}")
+    return _run_command(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

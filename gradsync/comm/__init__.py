@@ -1,0 +1,1 @@
+"""How payloads travel between workers."""

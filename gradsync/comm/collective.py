@@ -1,0 +1,114 @@
+"""Collectives over a real torch.distributed ProcessGroup that count every byte they move.
+
+Two counts are kept per step:
+* ``payload`` bytes: what this worker hands to collectives (a compressor's output). This is
+  ``comm/bytes_sent``, the figure compression ratios are computed from.
+* ``wire`` bytes: what this worker transmits under the bandwidth-optimal ring algorithms
+  (all-reduce 2(n-1)/n·N, all-gather (n-1)·N, broadcast N from the root), ``comm/bytes_wire``.
+Collectives used only to aggregate metrics go through ``reduce_metrics`` and are not counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from gradsync.types import Payload
+
+
+@dataclass
+class ByteCount:
+    payload: int = 0
+    wire: float = 0.0
+
+
+def _nbytes(tensor: Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+class TorchCollective:
+    """The gradsync ``Collective`` over one process group (``None``: the default group)."""
+
+    def __init__(self, *, group: dist.ProcessGroup | None = None) -> None:
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world_size = dist.get_world_size(group)
+        self._count = ByteCount()
+
+    # ---- byte accounting ------------------------------------------------------------------
+    def take_bytes(self) -> ByteCount:
+        """Bytes counted since the last call (one step's worth), and reset the counter."""
+        count, self._count = self._count, ByteCount()
+        return count
+
+    def _add(self, payload: int, wire: float) -> None:
+        self._count.payload += payload
+        self._count.wire += wire
+
+    # ---- collectives ----------------------------------------------------------------------
+    def all_reduce(self, payload: Payload) -> Payload:
+        """Sum every tensor of the payload over workers, in place."""
+        n = self.world_size
+        for tensor in payload:
+            size = _nbytes(tensor)
+            self._add(size, 2 * (n - 1) / n * size)
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group)
+        return payload
+
+    def all_gather(self, payload: Payload) -> list[Payload]:
+        """Every worker's payload, in rank order. Tensors may differ in length across workers
+        (first dimension); they are padded on the wire and trimmed on arrival."""
+        n = self.world_size
+        gathered: list[list[Tensor]] = [[] for _ in range(n)]
+        for tensor in payload:
+            lengths = self._gather_lengths(tensor)
+            longest = max(lengths)
+            padded = tensor
+            if tensor.shape[0] < longest:
+                pad = tensor.new_zeros((longest - tensor.shape[0], *tensor.shape[1:]))
+                padded = torch.cat([tensor, pad])
+            out = [torch.empty_like(padded) for _ in range(n)]
+            self._add(_nbytes(tensor), (n - 1) * _nbytes(padded))
+            dist.all_gather(out, padded.contiguous(), group=self.group)
+            for rank, (received, length) in enumerate(zip(out, lengths)):
+                gathered[rank].append(received[:length])
+        return [tuple(parts) for parts in gathered]
+
+    def _gather_lengths(self, tensor: Tensor) -> list[int]:
+        if self.world_size == 1:
+            return [tensor.shape[0]]
+        mine = torch.tensor([tensor.shape[0]], dtype=torch.int64, device=tensor.device)
+        lengths = [torch.empty_like(mine) for _ in range(self.world_size)]
+        self._add(_nbytes(mine), (self.world_size - 1) * _nbytes(mine))
+        dist.all_gather(lengths, mine, group=self.group)
+        return [int(x.item()) for x in lengths]
+
+    def broadcast(self, payload: Payload, *, src: int) -> Payload:
+        for tensor in payload:
+            size = _nbytes(tensor)
+            self._add(size if self.rank == src else 0, size if self.rank == src else 0.0)
+            dist.broadcast(tensor, src=src, group=self.group)
+        return payload
+
+    def send(self, payload: Payload, *, dst: int) -> None:
+        for tensor in payload:
+            self._add(_nbytes(tensor), _nbytes(tensor))
+            dist.send(tensor, dst=dst, group=self.group)
+
+    def recv(self, payload: Payload, *, src: int) -> Payload:
+        for tensor in payload:
+            dist.recv(tensor, src=src, group=self.group)
+        return payload
+
+    # ---- uncounted: metrics only ------------------------------------------------------------
+    def reduce_metrics(self, values: Sequence[float], *, device: torch.device) -> list[float]:
+        """Sum scalars over workers for logging; not part of any method's traffic."""
+        if self.world_size == 1:
+            return list(values)
+        buf = torch.tensor(list(values), dtype=torch.float64, device=device)
+        dist.all_reduce(buf, op=dist.ReduceOp.SUM, group=self.group)
+        return buf.tolist()

@@ -1,0 +1,1 @@
+"""Gradient compressors: one module per ``compressor=`` option."""

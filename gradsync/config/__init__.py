@@ -1,0 +1,1 @@
+"""Configuration: typed schemas, validation, error formatting and the one instantiate call site."""

@@ -1,0 +1,170 @@
+"""Compose and check every job of a command before anything runs or any directory is created.
+
+Hydra reports bad input as multi-line messages (or tracebacks); gradsync turns each into one
+line that says what to do (``ConfigError``), and runs the schemas' range checks and the checks
+that depend on this machine (CUDA, resume paths) up front, for every job of a sweep.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hydra import compose, initialize_config_module
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException, MissingConfigException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from gradsync.config.schema import register_schemas
+
+CONFIG_MODULE = "gradsync.conf"
+ROOT_CONFIG = "train"
+
+
+class ConfigError(ValueError):
+    """Bad user input; the message is one line that says what to do."""
+
+
+def expand_sweep(overrides: list[str]) -> list[list[str]]:
+    """Every job's overrides for a -m command (the cartesian product of sweep values)."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        (batch,) = BasicSweeper.split_arguments(parsed, max_batch_size=None)
+    except HydraException as exc:
+        raise ConfigError(f"cannot parse overrides: {_first_line(str(exc))}") from None
+    return batch
+
+
+def compose_jobs(overrides: list[str], *, multirun: bool) -> list[DictConfig]:
+    """The composed config of every job, each checked; ConfigError on the first problem."""
+    register_schemas()
+    jobs = expand_sweep(overrides) if multirun else [overrides]
+    configs = []
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        for job in jobs:
+            cfg = _compose(job, multirun=multirun)
+            check_config(cfg)
+            configs.append(cfg)
+    return configs
+
+
+def _compose(overrides: list[str], *, multirun: bool) -> DictConfig:
+    try:
+        return compose(ROOT_CONFIG, overrides=overrides)
+    except MissingConfigException as exc:
+        raise ConfigError(_missing_option(str(exc))) from None
+    except HydraException as exc:
+        raise ConfigError(_composition_error(exc, overrides, multirun=multirun)) from None
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_first_line(str(exc))) from None
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Range checks of the schemas plus checks against this machine."""
+    try:
+        OmegaConf.to_object(cfg)  # builds the schema dataclasses: runs their __post_init__
+    except ValueError as exc:
+        raise ConfigError(_first_line(str(exc))) from None
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_first_line(str(exc))) from None
+    _check_device(cfg)
+    _check_resume(cfg)
+
+
+def _check_device(cfg: DictConfig) -> None:
+    if cfg.trainer.device != "cuda":
+        return
+    import torch  # only when CUDA is asked for
+
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if available == 0:
+        raise ConfigError(
+            "trainer.device=cuda but this machine has no usable CUDA device; "
+            "use trainer.device=cpu"
+        )
+    if cfg.trainer.workers > available:
+        raise ConfigError(
+            f"trainer.workers={cfg.trainer.workers} needs one GPU each but this machine has "
+            f"{available}; lower trainer.workers or use more nodes"
+        )
+
+
+def _check_resume(cfg: DictConfig) -> None:
+    if cfg.trainer.resume is None:
+        return
+    from gradsync.train.checkpoint import read_meta, resolve_checkpoint
+
+    try:
+        checkpoint = resolve_checkpoint(cfg.trainer.resume)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    written_by = read_meta(checkpoint)["world_size"]
+    if written_by != cfg.trainer.workers:
+        raise ConfigError(
+            f"checkpoint {checkpoint} was written by {written_by} workers (their error-feedback "
+            f"state is per worker); resume with trainer.workers={written_by}"
+        )
+
+
+# ---- turning Hydra's messages into one line --------------------------------------------------
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else "invalid configuration"
+
+
+def _missing_option(message: str) -> str:
+    found = re.search(r"Could not find '([^']+)/([^'/]+)'", message)
+    options = re.search(r"Available options in '([^']+)':\n((?:\t.*\n?)*)", message)
+    if found and options:
+        group, option = found.groups()
+        valid = [o.strip() for o in options.group(2).splitlines() if o.strip()]
+        return f"unknown {group} '{option}'; valid options: {', '.join(valid)}"
+    if found:
+        return f"unknown config group '{found.group(1)}'; see `gradsync run --help` for the groups"
+    return _first_line(message)
+
+
+def _composition_error(exc: HydraException, overrides: list[str], *, multirun: bool) -> str:
+    message = str(exc)
+    bad_key = re.search(r"Could not override '([^']+)'", message)
+    if bad_key:
+        return _unknown_key(bad_key.group(1), overrides)
+    if "Ambiguous value for argument" in message:
+        argument = re.search(r"argument '([^']+)'", message)
+        what = argument.group(1) if argument else "an override"
+        return f"{what} lists several values: add -m to sweep over them, or quote it"
+    merging = re.search(r"Error merging override (\S+)", message)
+    if merging:
+        cause = exc.__cause__
+        detail = _first_line(str(cause)) if cause is not None else "invalid value"
+        return f"{merging.group(1)}: {detail}"
+    return _first_line(message)
+
+
+def _unknown_key(full_key: str, overrides: list[str]) -> str:
+    parent_key, _, leaf = full_key.rpartition(".")
+    rest = [o for o in overrides if not o.lstrip("+~").startswith(f"{full_key}=")]
+    try:
+        cfg = compose(ROOT_CONFIG, overrides=rest)
+        node = OmegaConf.select(cfg, parent_key) if parent_key else cfg
+    except (HydraException, OmegaConfBaseException):
+        node = None
+    if isinstance(node, DictConfig):
+        keys = [str(k) for k in node if not str(k).startswith("_")]
+        where = parent_key or "the top level"
+        if keys:
+            return f"unknown key '{full_key}'; valid keys in {where}: {', '.join(keys)}"
+        return f"unknown key '{full_key}': {where} has no settings to override"
+    if parent_key:
+        return f"unknown key '{full_key}': '{parent_key}' is not a config section"
+    return f"unknown key '{leaf}'"
+
+
+def resolved_yaml(cfg: DictConfig) -> str:
+    return OmegaConf.to_yaml(cfg, resolve=True)
+
+
+def write_resolved(cfg: DictConfig, path: Path) -> None:
+    path.write_text(resolved_yaml(cfg), encoding="utf-8")

@@ -1,0 +1,20 @@
+"""Which config groups and options exist (for --help and the every-option tests)."""
+
+from __future__ import annotations
+
+from hydra import initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+
+from gradsync.config.compose import CONFIG_MODULE
+from gradsync.config.schema import register_schemas
+
+_HIDDEN_GROUPS = {"hydra", "schema"}
+
+
+def group_options() -> dict[str, list[str]]:
+    """``{group: [option, ...]}`` for every user-facing config group, sorted."""
+    register_schemas()
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        groups = [g for g in loader.list_groups("") if g not in _HIDDEN_GROUPS]
+        return {g: sorted(loader.get_group_options(g)) for g in sorted(groups)}

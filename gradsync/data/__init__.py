@@ -1,0 +1,1 @@
+"""Datasets (``dataset=`` option) and how each worker reads its shard."""

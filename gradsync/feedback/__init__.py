@@ -1,0 +1,1 @@
+"""Error feedback: memory of what a lossy compressor did not send (``feedback=`` option)."""

@@ -1,0 +1,24 @@
+"""``feedback=none``: no memory; what the compressor drops is lost."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from torch import Tensor
+
+
+class NoneFeedback:
+    def compensate(self, grad: Tensor, *, name: str) -> Tensor:
+        return grad
+
+    def update(self, compensated: Tensor, transmitted: Tensor, *, name: str) -> None:
+        return None
+
+    def norm(self) -> float:
+        return 0.0
+
+    def state_dict(self) -> dict[str, Tensor]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
+        return None

@@ -1,0 +1,36 @@
+"""``feedback=residual``: e_{t+1} = (g_t + e_t) - transmitted_t, added back next step."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor
+
+
+class ResidualFeedback:
+    def __init__(self) -> None:
+        self._residuals: dict[str, Tensor] = {}
+
+    def compensate(self, grad: Tensor, *, name: str) -> Tensor:
+        residual = self._residuals.get(name)
+        if residual is None:
+            return grad
+        if residual.device != grad.device:  # restored from a checkpoint on the CPU
+            residual = self._residuals[name] = residual.to(grad.device)
+        return grad + residual
+
+    def update(self, compensated: Tensor, transmitted: Tensor, *, name: str) -> None:
+        self._residuals[name] = compensated - transmitted
+
+    def norm(self) -> float:
+        if not self._residuals:
+            return 0.0
+        squares = [torch.sum(r.double() ** 2) for r in self._residuals.values()]
+        return float(torch.stack(squares).sum().sqrt())
+
+    def state_dict(self) -> dict[str, Tensor]:
+        return {name: r.detach().cpu().clone() for name, r in self._residuals.items()}
+
+    def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
+        self._residuals = {name: r.clone() for name, r in state.items()}

@@ -1,0 +1,92 @@
+"""``summary.json``: the figures a run ended with, written by the launching process.
+
+Final metrics come from ``metrics.jsonl`` (the last value of every metric, the best eval
+accuracy, mean throughput after the first window), so a failed run is summarized from what it
+logged before it stopped, the same way as a completed one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+_PACKAGES = ("gradsync", "torch", "torchvision", "hydra-core", "omegaconf", "wandb")
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / METRICS_FILE
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut short by a kill
+            break
+    return records
+
+
+def final_metrics(records: list[dict[str, Any]]) -> dict[str, Any]:
+    final: dict[str, Any] = {}
+    for record in records:
+        final.update({k: v for k, v in record.items() if v is not None})
+    accuracies = [r["eval/accuracy"] for r in records if r.get("eval/accuracy") is not None]
+    if accuracies:
+        final["eval/best_accuracy"] = max(accuracies)
+    # The first window includes start-up (first-touch allocations, lazy init): leave it out.
+    rates = [r["perf/samples_per_s"] for r in records if r.get("perf/samples_per_s")]
+    if rates:
+        steady = rates[1:] or rates
+        final["perf/samples_per_s_mean"] = sum(steady) / len(steady)
+    return final
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def write_summary(
+    run_dir: Path,
+    *,
+    status: str,
+    overrides: list[str],
+    config_path: Path,
+    started: float,
+    ended: float,
+    error: str | None = None,
+) -> dict[str, Any]:
+    summary = {
+        "status": status,
+        "error": error,
+        "final": final_metrics(read_metrics(run_dir)),
+        "overrides": overrides,
+        "command": " ".join(["gradsync", *sys.argv[1:]]),
+        "config_path": str(config_path),
+        "run_dir": str(run_dir),
+        "wall_time_s": round(ended - started, 3),
+        "versions": package_versions(),
+        "host": platform.node(),
+        "pid": os.getpid(),
+    }
+    tmp = run_dir / f".{SUMMARY_FILE}.tmp"
+    tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, run_dir / SUMMARY_FILE)
+    return summary
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / SUMMARY_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None

@@ -1,0 +1,1 @@
+"""Models (``model=`` option). Constructors take a DataSpec at build time."""

@@ -1,0 +1,1 @@
+"""Synchronization strategies (``scheduler=`` option): exchange of gradients + update."""

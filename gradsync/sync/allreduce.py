@@ -1,0 +1,100 @@
+"""``scheduler=allreduce``: after backward, one exchange of the whole flattened gradient.
+
+The template every flat strategy follows: compensate -> compress -> remember what was not sent
+-> exchange (all-reduce when the compressor's payloads add up, else all-gather) -> average ->
+optimizer step. Nothing here overlaps with backward; ``scheduler=wfbp`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.optim import Optimizer
+
+from gradsync.types import Collective, Compressor, ErrorFeedback, SyncStats
+
+_FLAT = "all"  # the name of the one flattened tensor this strategy compresses
+
+
+class AllreduceSync:
+    def __init__(
+        self,
+        *,
+        compressor: Compressor,
+        feedback: ErrorFeedback,
+        collective: Collective,
+        clock: Callable[[], float],
+    ) -> None:
+        self.compressor = compressor
+        self.feedback = feedback
+        self.collective = collective
+        self.clock = clock
+        self._params: list[nn.Parameter] = []
+        self._optimizer: Optimizer | None = None
+
+    def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
+        self._params = [p for p in model.parameters() if p.requires_grad]
+        self._optimizer = optimizer
+
+    def _flat_grad(self) -> Tensor:
+        grads = [
+            p.grad.reshape(-1) if p.grad is not None else torch.zeros_like(p).reshape(-1)
+            for p in self._params
+        ]
+        return torch.cat(grads)
+
+    def _write_grad(self, flat: Tensor) -> None:
+        offset = 0
+        for p in self._params:
+            n = p.numel()
+            p.grad = flat[offset : offset + n].view_as(p)
+            offset += n
+
+    def step(self, *, step: int) -> SyncStats:
+        assert self._optimizer is not None, "attach() before step()"
+        start = self.clock()
+        flat = self._flat_grad()
+        compensated = self.feedback.compensate(flat, name=_FLAT)
+        payload, ctx = self.compressor.compress(compensated, name=_FLAT, step=step)
+        self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=_FLAT)
+        compressed = self.clock()
+
+        n = self.collective.world_size
+        if self.compressor.allreducible:
+            reduced = self.compressor.decompress(self.collective.all_reduce(payload), ctx)
+            selected = self.compressor.selected(payload, ctx)
+        else:
+            gathered = self.collective.all_gather(payload)
+            reduced = torch.zeros_like(flat)
+            for received in gathered:
+                reduced += self.compressor.decompress(received, ctx)
+            picks = [self.compressor.selected(p, ctx) for p in gathered]
+            selected = None if any(s is None for s in picks) else torch.cat(picks).unique()
+        communicated = self.clock()
+
+        self._write_grad(reduced.div_(n))
+        self._optimizer.step()
+        updated = self.clock()
+
+        count = self.collective.take_bytes()
+        numel = flat.numel()
+        return SyncStats(
+            bytes_sent=count.payload,
+            bytes_wire=count.wire,
+            density_setup=self.compressor.density,
+            density_actual=1.0 if selected is None else selected.numel() / numel,
+            error_norm=self.feedback.norm(),
+            time_compress=compressed - start,
+            time_comm=communicated - compressed,
+            time_update=updated - communicated,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"feedback": self.feedback.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.feedback.load_state_dict(state["feedback"])
+

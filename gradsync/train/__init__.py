@@ -1,0 +1,1 @@
+"""What each worker process does: build components from the resolved config, train, log."""

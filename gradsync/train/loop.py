@@ -1,0 +1,220 @@
+"""The training loop. It never names a method: everything about communication is sync.step()."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LambdaLR
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from gradsync.comm.collective import TorchCollective
+from gradsync.data.sharding import ShardedBatchSampler
+from gradsync.metrics.window import MetricsWindow
+from gradsync.train import checkpoint
+from gradsync.train.faults import FaultPlan
+from gradsync.train.task import ClassificationTask
+from gradsync.types import MetricsLogger, SyncModel
+
+log = logging.getLogger("gradsync")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    epochs: int
+    steps_per_epoch: int
+    total_steps: int
+    log_every: int
+    eval_every_epochs: int
+    save_checkpoints: bool
+
+
+class Trainer:
+    def __init__(
+        self,
+        *,
+        model: nn.Module,
+        task: ClassificationTask,
+        optimizer: Optimizer,
+        lr_scheduler: LambdaLR,
+        sync: SyncModel,
+        collective: TorchCollective,
+        train_loader: DataLoader,
+        sampler: ShardedBatchSampler,
+        eval_loader: DataLoader,
+        logger: MetricsLogger,
+        schedule: Schedule,
+        device: torch.device,
+        clock: Callable[[], float],
+        run_dir: Path,
+        global_batch: int,
+        fault: FaultPlan,
+        show_progress: bool,
+    ) -> None:
+        self.model = model
+        self.task = task
+        self.optimizer = optimizer
+        self.lr_scheduler = lr_scheduler
+        self.sync = sync
+        self.collective = collective
+        self.train_loader = train_loader
+        self.sampler = sampler
+        self.eval_loader = eval_loader
+        self.logger = logger
+        self.schedule = schedule
+        self.device = device
+        self.clock = clock
+        self.run_dir = run_dir
+        self.global_batch = global_batch
+        self.fault = fault
+        self.show_progress = show_progress
+        self.position = checkpoint.Position(epoch=0, batch_in_epoch=0, step=0)
+        self.window = MetricsWindow()
+        self._started = time.perf_counter()
+
+    # ---- the loop -------------------------------------------------------------------------
+    def fit(self) -> None:
+        s = self.schedule
+        progress = tqdm(
+            total=s.total_steps,
+            initial=self.position.step,
+            desc="train",
+            disable=not self.show_progress,
+            dynamic_ncols=True,
+        )
+        self._started = time.perf_counter()
+        try:
+            while self.position.step < s.total_steps and self.position.epoch < s.epochs:
+                self._train_epoch(progress)
+            if self.window.steps:  # steps since the last full log window
+                self._log_window()
+        finally:
+            progress.close()
+
+    def _train_epoch(self, progress: tqdm) -> None:
+        s = self.schedule
+        epoch, done_in_epoch = self.position.epoch, self.position.batch_in_epoch
+        self.sampler.set_epoch(epoch, skip_batches=done_in_epoch)
+        batches = self._timed(iter(self.train_loader))
+        for batch, data_time in batches:
+            self._train_step(batch, data_time)
+            done_in_epoch += 1
+            self.position = checkpoint.Position(epoch, done_in_epoch, self.position.step + 1)
+            progress.update(1)
+            if self.position.step % s.log_every == 0:
+                progress.set_postfix_str(self._log_window(), refresh=False)
+            if self.position.step >= s.total_steps:
+                break
+        if done_in_epoch == s.steps_per_epoch:
+            self.position = checkpoint.Position(epoch + 1, 0, self.position.step)
+        finished = self.position.step >= s.total_steps or self.position.epoch >= s.epochs
+        if finished or (epoch + 1) % s.eval_every_epochs == 0:
+            self._evaluate()
+        if s.save_checkpoints:
+            self.save()
+
+    def _timed(self, it: Iterator[Any]) -> Iterator[tuple[Any, float]]:
+        while True:
+            start = self.clock()
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            yield batch, self.clock() - start
+
+    def _train_step(self, batch: tuple[Tensor, ...], data_time: float) -> None:
+        self.fault.check(self.position.step)
+        start = self.clock()
+        batch = tuple(t.to(self.device, non_blocking=True) for t in batch)
+        loss = self.task.loss(self.model, batch)
+        forwarded = self.clock()
+        loss.backward()
+        backwarded = self.clock()
+        stats = self.sync.step(step=self.position.step)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.lr_scheduler.step()
+        ended = self.clock()
+        self.window.add(
+            {
+                "train/loss": loss.item(),
+                "comm/bytes_sent": stats.bytes_sent,
+                "comm/bytes_wire": stats.bytes_wire,
+                "comm/density_setup": stats.density_setup,
+                "comm/density_actual": stats.density_actual,
+                "comm/error_norm": stats.error_norm,
+                "time/data": data_time,
+                "time/forward": forwarded - start,
+                "time/backward": backwarded - forwarded,
+                "time/compress": stats.time_compress,
+                "time/comm": stats.time_comm,
+                "time/update": stats.time_update,
+                "time/iteration": ended - start + data_time,
+            }
+        )
+
+    # ---- metrics --------------------------------------------------------------------------
+    def _mean_over_workers(self, values: dict[str, float]) -> dict[str, float]:
+        keys = sorted(values)
+        sums = self.collective.reduce_metrics([values[k] for k in keys], device=self.device)
+        n = self.collective.world_size
+        return {k: v / n for k, v in zip(keys, sums)}
+
+    def _log_window(self) -> str:
+        metrics = self._mean_over_workers(self.window.means())
+        metrics["perf/samples_per_s"] = self.global_batch / metrics["time/iteration"]
+        metrics["lr"] = self.lr_scheduler.get_last_lr()[0]
+        metrics.update(self._clock_metrics())
+        self.logger.log(metrics, step=self.position.step)
+        return f"loss {metrics['train/loss']:.4f}"
+
+    def _clock_metrics(self) -> dict[str, float]:
+        s = self.schedule
+        p = self.position
+        return {
+            "epoch": p.epoch + p.batch_in_epoch / s.steps_per_epoch,
+            "time/elapsed": time.perf_counter() - self._started,
+        }
+
+    def _evaluate(self) -> None:
+        self.model.eval()
+        sums = [0.0] * len(self.task.eval_keys)
+        for batch in self.eval_loader:
+            batch = tuple(t.to(self.device, non_blocking=True) for t in batch)
+            sums = [a + b for a, b in zip(sums, self.task.eval_sums(self.model, batch))]
+        self.model.train()
+        totals = self.collective.reduce_metrics(sums, device=self.device)
+        metrics = {**self.task.eval_metrics(totals), **self._clock_metrics()}
+        self.logger.log(metrics, step=self.position.step)
+
+    # ---- checkpoints ----------------------------------------------------------------------
+    def save(self) -> None:
+        checkpoint.save(
+            self.run_dir,
+            rank=self.collective.rank,
+            world_size=self.collective.world_size,
+            position=self.position,
+            common={
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "lr_scheduler": self.lr_scheduler.state_dict(),
+            },
+            local={"sync": self.sync.state_dict(), "rng": torch.get_rng_state()},
+        )
+
+    def restore(self, path: Path) -> None:
+        common, local, position = checkpoint.load(path, rank=self.collective.rank)
+        self.model.load_state_dict(common["model"])
+        self.optimizer.load_state_dict(common["optimizer"])
+        self.lr_scheduler.load_state_dict(common["lr_scheduler"])
+        self.sync.load_state_dict(local["sync"])
+        torch.set_rng_state(local["rng"])
+        self.position = position
+        log.info(f"resumed from {path} at epoch {position.epoch}, step {position.step}")

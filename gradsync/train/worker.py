@@ -1,0 +1,173 @@
+"""The worker entry point: ``python -m gradsync.train.worker --config C --run-dir D``.
+
+Started by ``gradsync run`` (one process per rank), by ``torchrun`` or by ``srun``; it reads its
+rank from the environment (DistEnv), never composes config and never creates output
+directories of its own. If it fails, it writes its error to ``GRADSYNC_ERROR_FILE`` (when the
+launcher set one) so the launcher can say which rank failed and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import DataLoader, Subset
+
+from gradsync.comm.collective import TorchCollective
+from gradsync.data.sharding import ShardedBatchSampler, eval_shard
+from gradsync.dist.env import DistEnv
+from gradsync.train import build as builders
+from gradsync.train.checkpoint import resolve_checkpoint
+from gradsync.train.faults import FaultPlan
+from gradsync.train.loop import Schedule, Trainer
+from gradsync.train.task import TASKS
+from gradsync.train.timing import make_clock
+
+log = logging.getLogger("gradsync")
+EVAL_BATCH = 512
+
+
+def _device(cfg: DictConfig, env: DistEnv) -> torch.device:
+    if cfg.trainer.device == "cuda":
+        torch.cuda.set_device(env.local_rank)
+        return torch.device("cuda", env.local_rank)
+    return torch.device("cpu")
+
+
+def init_process_group(cfg: DictConfig, env: DistEnv, device: torch.device) -> None:
+    dist.init_process_group(
+        backend="nccl" if device.type == "cuda" else "gloo",
+        init_method=env.init_method,
+        rank=env.rank,
+        world_size=env.world_size,
+        timeout=timedelta(seconds=cfg.trainer.dist_timeout_s),
+        device_id=device if device.type == "cuda" else None,
+    )
+
+
+def _broadcast_model(model: torch.nn.Module) -> None:
+    # Identical seeds already give identical weights on CPU; the broadcast makes it a guarantee
+    # (GPU initializers need not be bitwise reproducible across devices).
+    for tensor in model.state_dict().values():
+        dist.broadcast(tensor, src=0)
+
+
+def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
+    t = cfg.trainer
+    torch.set_num_threads(t.threads_per_worker)
+    device = _device(cfg, env)
+    init_process_group(cfg, env, device)
+    collective = TorchCollective()
+    clock = make_clock(device)
+
+    torch.manual_seed(t.seed)  # the same model everywhere ...
+    data = builders.build_data(cfg)
+    model = builders.build_model(cfg, data.spec).to(device)
+    _broadcast_model(model)
+    torch.manual_seed(t.seed + env.rank)  # ... and per-worker randomness after that
+
+    sampler = ShardedBatchSampler(
+        len(data.train),  # type: ignore[arg-type]
+        batch_size=t.batch_size,
+        rank=env.rank,
+        world_size=env.world_size,
+        seed=t.seed,
+    )
+    steps_per_epoch = len(sampler)
+    total_steps = t.epochs * steps_per_epoch
+    if t.max_steps is not None:
+        total_steps = min(total_steps, t.max_steps)
+    train_loader = DataLoader(data.train, batch_sampler=sampler)
+    eval_indices = eval_shard(len(data.test), rank=env.rank, world_size=env.world_size)  # type: ignore[arg-type]
+    eval_loader = DataLoader(Subset(data.test, eval_indices), batch_size=EVAL_BATCH)
+
+    optimizer = builders.build_optimizer(cfg, model)
+    lr_scheduler = builders.build_lr_scheduler(
+        cfg, optimizer, steps_per_epoch=steps_per_epoch, total_steps=total_steps
+    )
+    sync = builders.build_sync(cfg, collective=collective, clock=clock)
+    sync.attach(model, optimizer)
+    logger = builders.build_logger(cfg, rank=env.rank, run_dir=run_dir, total_steps=total_steps)
+    interactive = os.environ.get("GRADSYNC_PROGRESS", "1" if sys.stderr.isatty() else "0") == "1"
+    trainer = Trainer(
+        model=model,
+        task=TASKS[data.spec.task](),
+        optimizer=optimizer,
+        lr_scheduler=lr_scheduler,
+        sync=sync,
+        collective=collective,
+        train_loader=train_loader,
+        sampler=sampler,
+        eval_loader=eval_loader,
+        logger=logger,
+        schedule=Schedule(
+            epochs=t.epochs,
+            steps_per_epoch=steps_per_epoch,
+            total_steps=total_steps,
+            log_every=t.log_every,
+            eval_every_epochs=t.eval_every_epochs,
+            save_checkpoints=t.checkpoint,
+        ),
+        device=device,
+        clock=clock,
+        run_dir=run_dir,
+        global_batch=t.batch_size * env.world_size,
+        fault=FaultPlan(rank=env.rank),
+        show_progress=env.is_main and interactive and cfg.logger.progress,
+    )
+    if t.resume is not None:
+        trainer.restore(resolve_checkpoint(t.resume))
+    try:
+        trainer.fit()
+    finally:
+        logger.close()
+
+
+def _report_failure(env_rank: int, exc: BaseException) -> None:
+    text = "".join(traceback.format_exception(exc))
+    sys.stderr.write(text)
+    path = os.environ.get("GRADSYNC_ERROR_FILE")
+    if path:
+        record = {
+            "rank": env_rank,
+            "type": type(exc).__name__,
+            "message": str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+            "traceback": text,
+            "time": time.time(),
+        }
+        Path(path).write_text(json.dumps(record), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gradsync.train.worker")
+    parser.add_argument("--config", required=True, type=Path, help="resolved config (YAML)")
+    parser.add_argument("--run-dir", required=True, type=Path, help="the run's output directory")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout, force=True)
+    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "-1")))
+    try:
+        env = DistEnv.from_environ()
+        cfg = OmegaConf.load(args.config)
+        assert isinstance(cfg, DictConfig)
+        run_worker(cfg, env, args.run_dir)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the launcher
+        _report_failure(rank, exc)
+        return 1
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""The interfaces every component implements (see ARCHITECTURE.md) and the values they share."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from torch import Tensor, nn
+from torch.optim import Optimizer
+
+Payload = tuple[Tensor, ...]
+"""The only thing that goes on the wire. A compressor's context stays on its worker."""
+
+
+@runtime_checkable
+class Compressor(Protocol):
+    allreducible: ClassVar[bool]
+    """Payloads of all workers can be summed elementwise on the wire (same layout everywhere)."""
+    lossless: ClassVar[bool]
+    """decompress(compress(g)) == g exactly, so error feedback has nothing to keep."""
+    density: float
+    """Fraction of elements a worker selects (1.0 for dense methods)."""
+
+    def compress(self, grad: Tensor, *, name: str, step: int) -> tuple[Payload, Any]: ...
+
+    def decompress(self, payload: Payload, ctx: Any) -> Tensor: ...
+
+    def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
+        """Indices whose values this payload carries; None when it carries every element."""
+        ...
+
+
+@runtime_checkable
+class ErrorFeedback(Protocol):
+    def compensate(self, grad: Tensor, *, name: str) -> Tensor: ...
+
+    def update(self, compensated: Tensor, transmitted: Tensor, *, name: str) -> None: ...
+
+    def norm(self) -> float:
+        """L2 norm of all residual memory on this worker."""
+        ...
+
+    def state_dict(self) -> dict[str, Tensor]: ...
+
+    def load_state_dict(self, state: Mapping[str, Tensor]) -> None: ...
+
+
+class Collective(Protocol):
+    rank: int
+    world_size: int
+
+    def all_reduce(self, payload: Payload) -> Payload: ...
+
+    def all_gather(self, payload: Payload) -> list[Payload]: ...
+
+    def broadcast(self, payload: Payload, *, src: int) -> Payload: ...
+
+
+@dataclass
+class SyncStats:
+    """What one synchronization step did, in the units of the metric glossary."""
+
+    bytes_sent: int
+    bytes_wire: float
+    density_setup: float
+    density_actual: float
+    error_norm: float
+    time_compress: float
+    time_comm: float
+    time_update: float
+
+
+class SyncModel(Protocol):
+    """Owns the exchange of gradients and the parameter update for one strategy."""
+
+    def attach(self, model: nn.Module, optimizer: Optimizer) -> None: ...
+
+    def step(self, *, step: int) -> SyncStats: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+class MetricsLogger(Protocol):
+    def log(self, metrics: Mapping[str, float], *, step: int) -> None: ...
+
+    def close(self) -> None: ...
