@@ -35,8 +35,8 @@ class _JobOutcomes:
     """What happened to the jobs of this command (Hydra runs them in this process)."""
 
     def __init__(self) -> None:
-        self.failed: list[str] = []
-        self.interrupted = False
+        self.finished = 0
+        self.failed = 0
 
 
 _outcomes = _JobOutcomes()
@@ -71,13 +71,13 @@ def run_job(cfg: DictConfig) -> None:
         run_dir, status=status, overrides=overrides, config_path=config_path,
         started=started, ended=time.time(), error=error,
     )
+    _outcomes.finished += 1
     if status == "completed":
         log.info(_summary_line(summary))
-    else:
-        log.error(f"error: {error} (run dir: {run_dir})")
-        _outcomes.failed.append(f"{error} (run dir: {run_dir})")
+        return
+    _outcomes.failed += 1
+    log.error(f"gradsync: error: {error} (run dir: {run_dir})")
     if status == "interrupted":
-        _outcomes.interrupted = True
         raise SystemExit(130)
 
 
@@ -158,10 +158,9 @@ def _run_command(args: list[str]) -> int:
             _fail(str(exc))
     sys.argv = ["gradsync", *args]
     _hydra_main()
-    if _outcomes.failed:
-        total = "" if len(_outcomes.failed) == 1 else f" ({len(_outcomes.failed)} jobs failed)"
-        _fail(f"{_outcomes.failed[0]}{total}", code=1)
-    return 0
+    if _outcomes.failed and any(a in _MULTIRUN_FLAGS for a in args):
+        _fail(f"{_outcomes.failed} of {_outcomes.finished} jobs failed; see summary.csv", code=1)
+    return 1 if _outcomes.failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ that depend on this machine (CUDA, resume paths) up front, for every job of a sw
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gradsync.config.schema import register_schemas
+from gradsync.config.schema import Device, TrainConfig, register_schemas
 
 CONFIG_MODULE = "gradsync.conf"
 ROOT_CONFIG = "train"
@@ -63,18 +64,42 @@ def _compose(overrides: list[str], *, multirun: bool) -> DictConfig:
 
 def check_config(cfg: DictConfig) -> None:
     """Range checks of the schemas plus checks against this machine."""
+    _check_known_keys(cfg, "")
     try:
-        OmegaConf.to_object(cfg)  # builds the schema dataclasses: runs their __post_init__
+        typed = OmegaConf.to_object(cfg)  # builds the schema dataclasses: runs __post_init__
     except ValueError as exc:
         raise ConfigError(_first_line(str(exc))) from None
     except OmegaConfBaseException as exc:
         raise ConfigError(_first_line(str(exc))) from None
-    _check_device(cfg)
-    _check_resume(cfg)
+    assert isinstance(typed, TrainConfig)
+    _check_device(typed)
+    _check_resume(typed)
 
 
-def _check_device(cfg: DictConfig) -> None:
-    if cfg.trainer.device != "cuda":
+def _check_known_keys(node: DictConfig, path: str) -> None:
+    """Keys added with ``+key=value`` that no schema defines would be silently ignored."""
+    schema = OmegaConf.get_type(node)
+    if schema is not None and dataclasses.is_dataclass(schema):
+        fields = {f.name for f in dataclasses.fields(schema)}
+        extra = [str(k) for k in node if str(k) not in fields]
+        if extra:
+            where = path or "the top level"
+            valid = ", ".join(sorted(f for f in fields if not f.startswith("_")))
+            raise ConfigError(
+                f"unknown key '{_join(path, extra[0])}'; valid keys in {where}: {valid}"
+            )
+    for key in node:
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_none():
+            _check_known_keys(child, _join(path, str(key)))
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _check_device(cfg: TrainConfig) -> None:
+    if cfg.trainer.device is not Device.cuda:
         return
     import torch  # only when CUDA is asked for
 
@@ -91,7 +116,7 @@ def _check_device(cfg: DictConfig) -> None:
         )
 
 
-def _check_resume(cfg: DictConfig) -> None:
+def _check_resume(cfg: TrainConfig) -> None:
     if cfg.trainer.resume is None:
         return
     from gradsync.train.checkpoint import read_meta, resolve_checkpoint
