@@ -17,8 +17,9 @@ log = logging.getLogger("gradsync")
 
 
 def _job_dirs(sweep_dir: Path) -> list[Path]:
-    dirs = [p.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")]
-    return sorted(dirs, key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0, p.name))
+    dirs = [p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")]
+    # Jobs in number order (2 before 10), anything not numbered after them.
+    return sorted(dirs, key=lambda p: (not p.name.isdigit(), int(p.name or 0) if p.name.isdigit() else 0, p.name))
 
 
 def sweep_rows(sweep_dir: Path) -> list[dict[str, Any]]:

@@ -1,0 +1,31 @@
+"""Running the installed ``gradsync`` command in a subprocess, as a user would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def run_cli(cmd: list[str], *args: str, env: dict[str, str] | None = None,
+            timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, check=False)
+
+
+def summary(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def metrics(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def final_params(run_dir: Path) -> dict[str, torch.Tensor]:
+    root = run_dir / "checkpoints"
+    common = torch.load(root / (root / "latest").read_text().strip() / "common.pt",
+                        map_location="cpu", weights_only=False)
+    return common["model"]

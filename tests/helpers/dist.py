@@ -1,0 +1,59 @@
+"""Run a function on N real gloo ranks (spawned processes, FileStore rendezvous in tmp_path)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import pickle
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def _entry(fn: Callable[..., Any], rank: int, world_size: int, store: str, out: str,
+           args: tuple[Any, ...]) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
+                                world_size=world_size)
+        result: Any = ("ok", fn(rank, world_size, *args))
+    except BaseException:  # noqa: BLE001 - shipped back to the test
+        result = ("error", traceback.format_exc())
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    Path(out).write_bytes(pickle.dumps(result))
+
+
+def run_world(fn: Callable[..., Any], world_size: int, tmp_path: Path, *args: Any,
+              timeout: float = 120) -> list[Any]:
+    """``fn(rank, world_size, *args)`` on every rank; returns the results in rank order.
+
+    ``fn`` must be importable (module level) because ranks are spawned interpreters.
+    """
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    ctx = mp.get_context("spawn")
+    store = tmp_path / "store"
+    outs = [tmp_path / f"result{r}.pkl" for r in range(world_size)]
+    procs = [ctx.Process(target=_entry, args=(fn, r, world_size, str(store), str(outs[r]), args))
+             for r in range(world_size)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            raise TimeoutError("a rank did not finish in time")
+    results = []
+    for rank, out in enumerate(outs):
+        if not out.exists():
+            raise RuntimeError(f"rank {rank} died without a result")
+        status, value = pickle.loads(out.read_bytes())
+        if status == "error":
+            raise RuntimeError(f"rank {rank} failed:\n{value}")
+        results.append(value)
+    return results

@@ -1,0 +1,53 @@
+"""Bad input fails while composing, with one line that says what to do."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradsync.config.compose import ConfigError, compose_jobs
+
+CASES = [
+    (["compressor=nope"], "unknown compressor 'nope'; valid options: none, randomk"),
+    (["model=resnet9000"], "unknown model 'resnet9000'; valid options: cnn, mlp"),
+    (["trainer.wrkers=2"], "unknown key 'trainer.wrkers'; valid keys in trainer: workers"),
+    (["+trainer.extra=1"], "unknown key 'trainer.extra'"),
+    (["bogus=1"], "unknown key 'bogus'"),
+    (["trainer.workers=0"], "trainer.workers must be >= 1, got 0"),
+    (["trainer.workers=-3"], "trainer.workers must be >= 1"),
+    (["trainer.workers=two"], "trainer.workers=two: Value 'two'"),
+    (["compressor=randomk", "compressor.density=0"], "compressor.density must be in (0, 1]"),
+    (["compressor=randomk", "compressor.density=1.01"], "compressor.density must be in (0, 1]"),
+    (["compressor=randomk", "compressor.density=-0.5"], "compressor.density must be in (0, 1]"),
+    (["trainer.optimizer=lion"], "expected one of [sgd, adam]"),
+    (["trainer.lr=0.1,0.2"], "add -m to sweep"),
+    (["trainer.resume=does/not/exist"], "trainer.resume=does/not/exist does not exist"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_input_is_one_clear_line(overrides, message):
+    with pytest.raises(ConfigError) as info:
+        compose_jobs(overrides, multirun=False)
+    text = str(info.value)
+    assert message in text
+    assert "\n" not in text
+
+
+def test_cuda_on_a_machine_without_cuda():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ConfigError, match="no usable CUDA device; use trainer.device=cpu"):
+        compose_jobs(["trainer.device=cuda"], multirun=False)
+
+
+def test_every_job_of_a_sweep_is_checked_before_any_runs():
+    with pytest.raises(ConfigError, match="trainer.workers must be >= 1"):
+        compose_jobs(["trainer.workers=2,0"], multirun=True)
+    assert len(compose_jobs(["trainer.workers=1,2", "trainer.lr=0.1,0.2"], multirun=True)) == 4
+
+
+def test_resume_path_without_checkpoint(tmp_path):
+    with pytest.raises(ConfigError, match="holds no checkpoint"):
+        compose_jobs([f"trainer.resume={tmp_path}"], multirun=False)
