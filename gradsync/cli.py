@@ -25,9 +25,25 @@ log = logging.getLogger("gradsync")
 
 COMMANDS = {"run": "train one configuration, or a sweep of them with -m"}
 # Hydra flags that print information instead of running a job: passed to Hydra untouched.
-_HYDRA_INFO_FLAGS = {"--cfg", "-c", "--info", "-i", "--hydra-help", "--resolve", "--package",
-                     "-p", "--shell-completion", "-sc", "--config-dir", "-cd", "--config-name",
-                     "-cn", "--config-path", "-cp", "--experimental-rerun"}
+_HYDRA_INFO_FLAGS = {
+    "--cfg",
+    "-c",
+    "--info",
+    "-i",
+    "--hydra-help",
+    "--resolve",
+    "--package",
+    "-p",
+    "--shell-completion",
+    "-sc",
+    "--config-dir",
+    "-cd",
+    "--config-name",
+    "-cn",
+    "--config-path",
+    "-cp",
+    "--experimental-rerun",
+}
 _MULTIRUN_FLAGS = {"-m", "--multirun"}
 
 
@@ -53,8 +69,15 @@ def run_job(cfg: DictConfig) -> None:
     write_resolved(cfg, config_path)
     runner = build(cfg.runner, path="runner")
     launch = Launch(
-        argv=[sys.executable, "-m", "gradsync.train.worker",
-              "--config", str(config_path), "--run-dir", str(run_dir)],
+        argv=[
+            sys.executable,
+            "-m",
+            "gradsync.train.worker",
+            "--config",
+            str(config_path),
+            "--run-dir",
+            str(run_dir),
+        ],
         run_dir=run_dir,
         env={"OMP_NUM_THREADS": str(cfg.trainer.threads_per_worker)},
     )
@@ -68,8 +91,13 @@ def run_job(cfg: DictConfig) -> None:
     except KeyboardInterrupt:
         status, error = "interrupted", "interrupted by the user"
     summary = write_summary(
-        run_dir, status=status, overrides=overrides, config_path=config_path,
-        started=started, ended=time.time(), error=error,
+        run_dir,
+        status=status,
+        overrides=overrides,
+        config_path=config_path,
+        started=started,
+        ended=time.time(),
+        error=error,
     )
     _outcomes.finished += 1
     if status == "completed":
@@ -127,9 +155,11 @@ def _print_help() -> None:
         print(f"  {name:<11} {text}")
     print()
     print(_groups_text())
-    print("\nexamples:\n  gradsync run\n  gradsync run model=mlp trainer.workers=4 trainer.max_steps=50"
-          "\n  gradsync run -m trainer.workers=1,2 trainer.lr=0.1,0.05\n"
-          "\nmore: gradsync run --help, gradsync run --cfg job (show the composed config)")
+    print("\nexamples:")
+    print("  gradsync run")
+    print("  gradsync run model=mlp trainer.workers=4 trainer.max_steps=50")
+    print("  gradsync run -m trainer.workers=1,2 trainer.lr=0.1,0.05")
+    print("\nmore: gradsync run --help, gradsync run --cfg job (show the composed config)")
 
 
 def _print_run_help() -> None:

@@ -50,8 +50,9 @@ class _Forwarder(threading.Thread):
         while chunk := os.read(self.stream.fileno(), 65536):
             pending += chunk
             while True:
-                cut = min((i for i in (pending.find(b"\n"), pending.find(b"\r")) if i >= 0),
-                          default=-1)
+                cut = min(
+                    (i for i in (pending.find(b"\n"), pending.find(b"\r")) if i >= 0), default=-1
+                )
                 if cut < 0:
                     break
                 segment, sep, pending = pending[:cut], pending[cut : cut + 1], pending[cut + 1 :]
@@ -95,7 +96,7 @@ class LocalRunner:
                 forwarder = _Forwarder(rank, proc.stdout)
                 forwarder.start()
                 forwarders.append(forwarder)
-            failed = self._wait(procs)
+            first_failures = self._wait(procs)
         except BaseException:
             self._stop(procs)
             raise
@@ -103,8 +104,8 @@ class LocalRunner:
             for forwarder in forwarders:
                 forwarder.join(timeout=5)
         try:
-            if failed is not None:
-                raise self._failure(failed, procs, scratch)
+            if first_failures:
+                raise self._failure(first_failures, scratch)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -126,16 +127,17 @@ class LocalRunner:
         )
         return env
 
-    def _wait(self, procs: list[subprocess.Popen[bytes]]) -> int | None:
-        """Block until all workers exit (None) or one fails (its rank; the rest are stopped)."""
+    def _wait(self, procs: list[subprocess.Popen[bytes]]) -> dict[int, int]:
+        """Block until all workers exit ({}) or some fail: {rank: exit code} of the failures
+        seen first, before the launcher stopped the others."""
         while True:
             codes = [p.poll() for p in procs]
-            failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
+            failed = {rank: code for rank, code in enumerate(codes) if code not in (None, 0)}
             if failed:
                 self._stop(procs)
-                return failed[0]
+                return failed
             if all(code == 0 for code in codes):
-                return None
+                return {}
             time.sleep(_POLL_S)
 
     def _stop(self, procs: list[subprocess.Popen[bytes]]) -> None:
@@ -150,11 +152,13 @@ class LocalRunner:
                 proc.kill()
                 proc.wait()
 
-    def _failure(
-        self, first_seen: int, procs: list[subprocess.Popen[bytes]], scratch: Path
-    ) -> WorkerFailure:
-        # Several ranks may report errors once one dies (peers see closed connections); the
-        # earliest error file is the cause.
+    def _failure(self, first_failures: dict[int, int], scratch: Path) -> WorkerFailure:
+        # Once one rank dies its peers fail too (closed connections). A rank killed by a signal
+        # the launcher did not send is the cause; otherwise the earliest error report is.
+        signalled = {rank: code for rank, code in first_failures.items() if code < 0}
+        if signalled:
+            rank, code = min(signalled.items())
+            return WorkerFailure(rank=rank, reason=f"killed by {signal.Signals(-code).name}")
         reports = []
         for path in scratch.glob("error-rank*.json"):
             try:
@@ -165,9 +169,5 @@ class LocalRunner:
             first = min(reports, key=lambda r: r["time"])
             reason = f"{first['type']}: {first['message']}" if first["message"] else first["type"]
             return WorkerFailure(rank=first["rank"], reason=reason, detail=first["traceback"])
-        code = procs[first_seen].returncode
-        if code is not None and code < 0:
-            reason = f"killed by {signal.Signals(-code).name}"
-        else:
-            reason = f"exited with code {code}"
-        return WorkerFailure(rank=first_seen, reason=reason)
+        rank, code = min(first_failures.items())
+        return WorkerFailure(rank=rank, reason=f"exited with code {code} and left no error report")

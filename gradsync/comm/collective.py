@@ -74,7 +74,7 @@ class TorchCollective:
             out = [torch.empty_like(padded) for _ in range(n)]
             self._add(_nbytes(tensor), (n - 1) * _nbytes(padded))
             dist.all_gather(out, padded.contiguous(), group=self.group)
-            for rank, (received, length) in enumerate(zip(out, lengths)):
+            for rank, (received, length) in enumerate(zip(out, lengths, strict=True)):
                 gathered[rank].append(received[:length])
         return [tuple(parts) for parts in gathered]
 

@@ -106,8 +106,7 @@ def _check_device(cfg: TrainConfig) -> None:
     available = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if available == 0:
         raise ConfigError(
-            "trainer.device=cuda but this machine has no usable CUDA device; "
-            "use trainer.device=cpu"
+            "trainer.device=cuda but this machine has no usable CUDA device; use trainer.device=cpu"
         )
     if cfg.trainer.workers > available:
         raise ConfigError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import II, MISSING
@@ -44,7 +44,7 @@ class TrainerConfig:
     """Worker processes (data-parallel ranks)."""
     device: Device = Device.cpu
     epochs: int = 10
-    max_steps: Optional[int] = None
+    max_steps: int | None = None
     """Stop after this many optimizer steps in total (None: run all epochs)."""
     batch_size: int = 32
     """Samples per worker per step; the global batch is workers × batch_size."""
@@ -62,7 +62,7 @@ class TrainerConfig:
     eval_every_epochs: int = 1
     checkpoint: bool = True
     """Save a resumable checkpoint at every epoch end and at the last step."""
-    resume: Optional[str] = None
+    resume: str | None = None
     """A checkpoint directory, or a run directory whose latest checkpoint is used."""
     threads_per_worker: int = 1
     dist_timeout_s: int = 120
@@ -185,8 +185,8 @@ class LocalRunnerConfig:
 @dataclass
 class WandbConfig:
     project: str = "gradsync"
-    entity: Optional[str] = None
-    group: Optional[str] = None
+    entity: str | None = None
+    group: str | None = None
     tags: list[str] = field(default_factory=list)
     mode: str = "offline"
     """offline (default), online or disabled; WANDB_MODE in the environment takes precedence."""
@@ -200,7 +200,7 @@ class WandbConfig:
 class LoggerConfig:
     progress: bool = True
     """tqdm progress bar on rank 0 (only when the terminal is interactive)."""
-    wandb: Optional[WandbConfig] = None
+    wandb: WandbConfig | None = None
 
 
 # ---- root ---------------------------------------------------------------------------------

@@ -23,8 +23,9 @@ class Digits:
         images = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0
         labels = torch.tensor(bunch.target, dtype=torch.int64)
         # A fixed permutation, identical on every worker, decides the train/test split.
-        order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(self.split_seed))
-        num_test = int(round(self.test_fraction * len(labels)))
+        gen = torch.Generator().manual_seed(self.split_seed)
+        order = torch.randperm(len(labels), generator=gen)
+        num_test = round(self.test_fraction * len(labels))
         test_idx, train_idx = order[:num_test], order[num_test:]
         mean, std = images[train_idx].mean(), images[train_idx].std()
         images = (images - mean) / std

@@ -29,8 +29,10 @@ class JsonlLogger:
         self._file = path.open("a", encoding="utf-8")
 
     def log(self, metrics: Mapping[str, float], *, step: int) -> None:
-        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                 for k, v in metrics.items()}
+        clean = {
+            k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in metrics.items()
+        }
         self._file.write(json.dumps({"step": step, **clean}) + "\n")
         self._file.flush()
 
@@ -114,7 +116,7 @@ class LoggerGroup:
         for logger in self.loggers:  # close every sink even if one fails
             try:
                 logger.close()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 errors.append(exc)
         if errors:
             raise errors[0]

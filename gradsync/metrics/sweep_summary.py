@@ -16,10 +16,15 @@ SWEEP_FILE = "summary.csv"
 log = logging.getLogger("gradsync")
 
 
+def _job_order(job_dir: Path) -> tuple[bool, int, str]:
+    """Jobs in number order (2 before 10), anything not numbered after them."""
+    numbered = job_dir.name.isdigit()
+    return (not numbered, int(job_dir.name) if numbered else 0, job_dir.name)
+
+
 def _job_dirs(sweep_dir: Path) -> list[Path]:
     dirs = [p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")]
-    # Jobs in number order (2 before 10), anything not numbered after them.
-    return sorted(dirs, key=lambda p: (not p.name.isdigit(), int(p.name or 0) if p.name.isdigit() else 0, p.name))
+    return sorted(dirs, key=_job_order)
 
 
 def sweep_rows(sweep_dir: Path) -> list[dict[str, Any]]:

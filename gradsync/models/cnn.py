@@ -12,7 +12,7 @@ class CNN(nn.Module):
         super().__init__()
         in_channels, height, width = spec.input_shape
         convs: list[nn.Module] = []
-        for c_in, c_out in zip([in_channels, *channels[:-1]], channels):
+        for c_in, c_out in zip([in_channels, *channels[:-1]], channels, strict=True):
             convs += [nn.Conv2d(c_in, c_out, kernel_size=3, padding=1), nn.ReLU()]
         self.features = nn.Sequential(*convs, nn.MaxPool2d(2))
         flat = channels[-1] * (height // 2) * (width // 2)

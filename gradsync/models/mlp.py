@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from torch import Tensor, nn
@@ -14,7 +15,7 @@ class MLP(nn.Module):
         super().__init__()
         sizes = [math.prod(spec.input_shape), *hidden]
         layers: list[nn.Module] = [nn.Flatten()]
-        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+        for fan_in, fan_out in itertools.pairwise(sizes):
             layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
         layers.append(nn.Linear(sizes[-1], spec.num_classes))
         self.net = nn.Sequential(*layers)

@@ -97,4 +97,3 @@ class AllreduceSync:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.feedback.load_state_dict(state["feedback"])
-

@@ -17,7 +17,13 @@ from gradsync.comm.collective import TorchCollective
 from gradsync.config.instantiate import build
 from gradsync.data.spec import DataSpec, DataSplits
 from gradsync.feedback.none import NoneFeedback
-from gradsync.metrics.loggers import ConsoleLogger, JsonlLogger, LoggerGroup, NullLogger, WandbLogger
+from gradsync.metrics.loggers import (
+    ConsoleLogger,
+    JsonlLogger,
+    LoggerGroup,
+    NullLogger,
+    WandbLogger,
+)
 from gradsync.metrics.summary import METRICS_FILE
 from gradsync.types import MetricsLogger, SyncModel
 
@@ -78,9 +84,7 @@ def build_sync(cfg: DictConfig, *, collective: TorchCollective, clock: Any) -> S
     return scheduler(compressor=compressor, feedback=feedback, collective=collective, clock=clock)
 
 
-def build_logger(
-    cfg: DictConfig, *, rank: int, run_dir: Path, total_steps: int
-) -> MetricsLogger:
+def build_logger(cfg: DictConfig, *, rank: int, run_dir: Path, total_steps: int) -> MetricsLogger:
     if rank != 0:
         return NullLogger()
     loggers: list[MetricsLogger] = [

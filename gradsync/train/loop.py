@@ -165,7 +165,7 @@ class Trainer:
         keys = sorted(values)
         sums = self.collective.reduce_metrics([values[k] for k in keys], device=self.device)
         n = self.collective.world_size
-        return {k: v / n for k, v in zip(keys, sums)}
+        return {k: v / n for k, v in zip(keys, sums, strict=True)}
 
     def _log_window(self) -> str:
         metrics = self._mean_over_workers(self.window.means())
@@ -188,7 +188,9 @@ class Trainer:
         sums = [0.0] * len(self.task.eval_keys)
         for batch in self.eval_loader:
             batch = tuple(t.to(self.device, non_blocking=True) for t in batch)
-            sums = [a + b for a, b in zip(sums, self.task.eval_sums(self.model, batch))]
+            sums = [
+                a + b for a, b in zip(sums, self.task.eval_sums(self.model, batch), strict=True)
+            ]
         self.model.train()
         totals = self.collective.reduce_metrics(sums, device=self.device)
         metrics = {**self.task.eval_metrics(totals), **self._clock_metrics()}

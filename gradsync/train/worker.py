@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         assert isinstance(cfg, DictConfig)
         run_worker(cfg, env, args.run_dir)
         return 0
-    except BaseException as exc:  # noqa: BLE001 - every failure must reach the launcher
+    except BaseException as exc:
         _report_failure(rank, exc)
         return 1
     finally:

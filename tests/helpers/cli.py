@@ -10,10 +10,12 @@ from typing import Any
 import torch
 
 
-def run_cli(cmd: list[str], *args: str, env: dict[str, str] | None = None,
-            timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, check=False)
+def run_cli(
+    cmd: list[str], *args: str, env: dict[str, str] | None = None, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*cmd, *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
+    )
 
 
 def summary(run_dir: Path) -> dict[str, Any]:
@@ -26,6 +28,9 @@ def metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 def final_params(run_dir: Path) -> dict[str, torch.Tensor]:
     root = run_dir / "checkpoints"
-    common = torch.load(root / (root / "latest").read_text().strip() / "common.pt",
-                        map_location="cpu", weights_only=False)
+    common = torch.load(
+        root / (root / "latest").read_text().strip() / "common.pt",
+        map_location="cpu",
+        weights_only=False,
+    )
     return common["model"]

@@ -10,17 +10,19 @@ from pathlib import Path
 from typing import Any
 
 
-def _entry(fn: Callable[..., Any], rank: int, world_size: int, store: str, out: str,
-           args: tuple[Any, ...]) -> None:
+def _entry(
+    fn: Callable[..., Any], rank: int, world_size: int, store: str, out: str, args: tuple[Any, ...]
+) -> None:
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     try:
-        dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
-                                world_size=world_size)
+        dist.init_process_group(
+            "gloo", init_method=f"file://{store}", rank=rank, world_size=world_size
+        )
         result: Any = ("ok", fn(rank, world_size, *args))
-    except BaseException:  # noqa: BLE001 - shipped back to the test
+    except BaseException:
         result = ("error", traceback.format_exc())
     finally:
         if dist.is_initialized():
@@ -28,8 +30,9 @@ def _entry(fn: Callable[..., Any], rank: int, world_size: int, store: str, out: 
     Path(out).write_bytes(pickle.dumps(result))
 
 
-def run_world(fn: Callable[..., Any], world_size: int, tmp_path: Path, *args: Any,
-              timeout: float = 120) -> list[Any]:
+def run_world(
+    fn: Callable[..., Any], world_size: int, tmp_path: Path, *args: Any, timeout: float = 120
+) -> list[Any]:
     """``fn(rank, world_size, *args)`` on every rank; returns the results in rank order.
 
     ``fn`` must be importable (module level) because ranks are spawned interpreters.
@@ -38,8 +41,10 @@ def run_world(fn: Callable[..., Any], world_size: int, tmp_path: Path, *args: An
     ctx = mp.get_context("spawn")
     store = tmp_path / "store"
     outs = [tmp_path / f"result{r}.pkl" for r in range(world_size)]
-    procs = [ctx.Process(target=_entry, args=(fn, r, world_size, str(store), str(outs[r]), args))
-             for r in range(world_size)]
+    procs = [
+        ctx.Process(target=_entry, args=(fn, r, world_size, str(store), str(outs[r]), args))
+        for r in range(world_size)
+    ]
     for p in procs:
         p.start()
     for p in procs:

@@ -38,12 +38,12 @@ def test_cuda_on_a_machine_without_cuda():
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    with pytest.raises(ConfigError, match="no usable CUDA device; use trainer.device=cpu"):
+    with pytest.raises(ConfigError, match=r"no usable CUDA device; use trainer\.device=cpu"):
         compose_jobs(["trainer.device=cuda"], multirun=False)
 
 
 def test_every_job_of_a_sweep_is_checked_before_any_runs():
-    with pytest.raises(ConfigError, match="trainer.workers must be >= 1"):
+    with pytest.raises(ConfigError, match=r"trainer\.workers must be >= 1"):
         compose_jobs(["trainer.workers=2,0"], multirun=True)
     assert len(compose_jobs(["trainer.workers=1,2", "trainer.lr=0.1,0.2"], multirun=True)) == 4
 

@@ -41,8 +41,9 @@ def test_randomk_indices_depend_on_seed_step_and_name_only():
     assert torch.equal(pick(a, name="w", step=4), pick(b, name="w", step=4))
     assert not torch.equal(pick(a, name="w", step=4), pick(a, name="w", step=5))
     assert not torch.equal(pick(a, name="w", step=4), pick(a, name="b", step=4))
-    assert not torch.equal(pick(a, name="w", step=4),
-                           pick(RandomKCompressor(density=0.05, seed=8), name="w", step=4))
+    assert not torch.equal(
+        pick(a, name="w", step=4), pick(RandomKCompressor(density=0.05, seed=8), name="w", step=4)
+    )
 
 
 def test_residual_feedback_invariant_and_state():

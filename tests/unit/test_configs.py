@@ -76,8 +76,16 @@ CHECKS = {
 
 def test_every_group_is_discovered():
     groups = {g for g, _ in OPTIONS}
-    assert {"model", "dataset", "compressor", "feedback", "scheduler", "trainer", "runner",
-            "logger"} <= groups
+    assert {
+        "model",
+        "dataset",
+        "compressor",
+        "feedback",
+        "scheduler",
+        "trainer",
+        "runner",
+        "logger",
+    } <= groups
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
@@ -93,9 +101,12 @@ def test_default_scheduler_builds_with_runtime_objects():
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         cfg = compose("train")
     factory = build(cfg.scheduler, path="scheduler")
-    sync = factory(compressor=build(cfg.compressor, path="compressor"),
-                   feedback=build(cfg.feedback, path="feedback"),
-                   collective=object(), clock=time.perf_counter)
+    sync = factory(
+        compressor=build(cfg.compressor, path="compressor"),
+        feedback=build(cfg.feedback, path="feedback"),
+        collective=object(),
+        clock=time.perf_counter,
+    )
     assert hasattr(sync, "step") and hasattr(sync, "attach")
 
 

@@ -50,9 +50,16 @@ def test_sweep_summary_has_one_row_per_job(tmp_path):
         d = tmp_path / job
         (d / ".hydra").mkdir(parents=True)
         (d / ".hydra" / "overrides.yaml").write_text(f"- trainer.seed={job}\n")
-        (d / "summary.json").write_text(json.dumps({
-            "status": status, "overrides": [f"trainer.seed={job}"],
-            "final": {"eval/accuracy": 0.5}, "error": None}))
+        (d / "summary.json").write_text(
+            json.dumps(
+                {
+                    "status": status,
+                    "overrides": [f"trainer.seed={job}"],
+                    "final": {"eval/accuracy": 0.5},
+                    "error": None,
+                }
+            )
+        )
     (tmp_path / "2" / ".hydra").mkdir(parents=True)  # a job that never wrote a summary
     (tmp_path / "2" / ".hydra" / "overrides.yaml").write_text("[]\n")
     rows = list(csv.DictReader(write_sweep_summary(tmp_path).open()))
@@ -61,14 +68,30 @@ def test_sweep_summary_has_one_row_per_job(tmp_path):
     assert rows[0]["overrides"] == "trainer.seed=0" and rows[0]["eval/accuracy"] == "0.5"
 
 
-@pytest.mark.parametrize(("schedule", "extra", "expected"), [
-    ("constant", {}, [1, 1, 1, 1]),
-    ("step", {"lr_step_epochs": 2, "lr_gamma": 0.5}, [1, 1, 0.5, 0.5]),
-    ("multistep", {"lr_milestones": [1, 3], "lr_gamma": 0.1}, [1, 0.1, 0.1, 0.01]),
-    ("cosine", {}, [1, 0.5 * (1 + math.cos(math.pi / 4)), 0.5, 0.5 * (1 + math.cos(3 * math.pi / 4))]),
-])
+@pytest.mark.parametrize(
+    ("schedule", "extra", "expected"),
+    [
+        ("constant", {}, [1, 1, 1, 1]),
+        ("step", {"lr_step_epochs": 2, "lr_gamma": 0.5}, [1, 1, 0.5, 0.5]),
+        ("multistep", {"lr_milestones": [1, 3], "lr_gamma": 0.1}, [1, 0.1, 0.1, 0.01]),
+        (
+            "cosine",
+            {},
+            [1, 0.5 * (1 + math.cos(math.pi / 4)), 0.5, 0.5 * (1 + math.cos(3 * math.pi / 4))],
+        ),
+    ],
+)
 def test_lr_schedules_by_epoch(schedule, extra, expected):
-    cfg = OmegaConf.create({"trainer": {"lr_schedule": schedule, "lr_step_epochs": 30,
-                                        "lr_milestones": [], "lr_gamma": 0.1, **extra}})
+    cfg = OmegaConf.create(
+        {
+            "trainer": {
+                "lr_schedule": schedule,
+                "lr_step_epochs": 30,
+                "lr_milestones": [],
+                "lr_gamma": 0.1,
+                **extra,
+            }
+        }
+    )
     factor = lr_factor(cfg, steps_per_epoch=10, total_steps=40)
     assert [factor(s) for s in (0, 10, 20, 30)] == pytest.approx(expected)

@@ -1,0 +1,38 @@
+# Everything a new machine needs: `make run` (install + the embedded default job) and
+# `make test` (install + lint + tests). The virtual environment lives in .venv.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+
+.PHONY: install run test test-full lint format bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+run: install
+	$(BIN)/gradsync run
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/python -m pytest
+
+test-full: lint
+	$(BIN)/python -m pytest -m ""
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	$(BIN)/python benchmarks/allreduce_vs_ddp.py
+
+clean:
+	rm -rf $(VENV) outputs multirun .pytest_cache .ruff_cache

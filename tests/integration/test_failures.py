@@ -1,0 +1,119 @@
+"""A failing or dying worker takes the whole job down within seconds, naming its rank."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli import metrics, run_cli, summary
+
+
+def _workers_of(run_dir: Path) -> dict[int, int]:
+    """{rank: pid} of live worker processes of this run (read from /proc)."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"gradsync.train.worker" in cmdline and str(run_dir).encode() in cmdline:
+            env = dict(e.split(b"=", 1) for e in environ if b"=" in e)
+            found[int(env[b"RANK"])] = int(proc.name)
+    return found
+
+
+def test_injected_failure_stops_the_job_and_names_the_rank(gradsync_cmd, cli_env, tmp_path):
+    run_dir = tmp_path / "run"
+    env = {**cli_env, "GRADSYNC_FAULT": "1:6"}
+    started = time.monotonic()
+    result = run_cli(
+        gradsync_cmd,
+        "run",
+        "trainer.workers=3",
+        "trainer.epochs=100",
+        "trainer.log_every=2",
+        f"hydra.run.dir={run_dir}",
+        env=env,
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert "rank 1 failed: InjectedFault: injected failure at step 6" in last
+    assert "[rank 1] " in result.stderr  # the rank's own traceback was forwarded
+    assert elapsed < 60, f"took {elapsed:.0f} s to stop"  # 100 epochs would take minutes
+    logged = metrics(run_dir)
+    assert [r["step"] for r in logged] == [2, 4, 6]  # kept what was logged before the crash
+    s = summary(run_dir)
+    assert s["status"] == "failed" and "rank 1" in s["error"]
+    assert s["final"]["train/loss"] == logged[-1]["train/loss"]
+    assert _workers_of(run_dir) == {}
+
+
+def test_killed_worker_stops_the_job_within_seconds(gradsync_cmd, cli_env, tmp_path):
+    run_dir = tmp_path / "run"
+    job = subprocess.Popen(
+        [
+            *gradsync_cmd,
+            "run",
+            "trainer.workers=2",
+            "trainer.epochs=500",
+            "trainer.log_every=1",
+            "trainer.checkpoint=false",
+            f"hydra.run.dir={run_dir}",
+        ],
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (run_dir / "metrics.jsonl").exists() or not metrics(run_dir):
+            assert job.poll() is None, job.communicate()[1]
+            assert time.monotonic() < deadline, "the job never started training"
+            time.sleep(0.2)
+        workers = _workers_of(run_dir)
+        assert set(workers) == {0, 1}
+        os.kill(workers[1], signal.SIGKILL)
+        killed = time.monotonic()
+        _, stderr = job.communicate(timeout=30)
+        assert time.monotonic() - killed < 10
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 1
+    assert "rank 1 failed: killed by SIGKILL" in stderr.strip().splitlines()[-1]
+    assert _workers_of(run_dir) == {}
+    assert summary(run_dir)["status"] == "failed"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compressor=nope"],
+        ["trainer.workers=0"],
+        ["trainer.wrkers=3"],
+        ["compressor=randomk", "compressor.density=2"],
+        ["trainer.device=cuda"],
+        ["trainer.resume=no/such/run"],
+    ],
+)
+def test_bad_input_from_the_command_line(gradsync_cmd, cli_env, tmp_path, args):
+    import torch
+
+    if "trainer.device=cuda" in args and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    run_dir = tmp_path / "run"
+    result = run_cli(gradsync_cmd, "run", *args, f"hydra.run.dir={run_dir}", env=cli_env)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("gradsync: error: ") and "Traceback" not in result.stderr
+    assert not run_dir.exists()  # nothing half-written

@@ -1,0 +1,59 @@
+"""The worker entry point runs unchanged under torchrun; help lists groups and options."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from gradsync.config.compose import compose_jobs, write_resolved
+from tests.helpers.cli import metrics, run_cli
+
+
+def test_worker_runs_under_torchrun(cli_env, tmp_path):
+    (cfg,) = compose_jobs(
+        ["model=mlp", "trainer.max_steps=6", "trainer.log_every=2", "trainer.checkpoint=false"],
+        multirun=False,
+    )
+    config = tmp_path / "config.yaml"
+    write_resolved(cfg, config)
+    torchrun = Path(sys.executable).parent / "torchrun"
+    result = subprocess.run(
+        [
+            str(torchrun),
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "gradsync.train.worker",
+            "--config",
+            str(config),
+            "--run-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env={**cli_env, "OMP_NUM_THREADS": "1"},
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = metrics(tmp_path)
+    assert [r["step"] for r in records if "train/loss" in r] == [2, 4, 6]
+    assert records[-1]["eval/accuracy"] > 0.1
+
+
+def test_help_lists_groups_and_options(gradsync_cmd, cli_env):
+    top = run_cli(gradsync_cmd, "--help", env=cli_env)
+    run = run_cli(gradsync_cmd, "run", "--help", env=cli_env)
+    for result in (top, run):
+        assert result.returncode == 0
+        for line in ("compressor  none*, randomk", "model       cnn*, mlp", "runner      local*"):
+            assert line in result.stdout
+    composed = run_cli(gradsync_cmd, "run", "--cfg", "job", "trainer.workers=3", env=cli_env)
+    assert composed.returncode == 0 and "workers: 3" in composed.stdout
+
+
+def test_unknown_command(gradsync_cmd, cli_env):
+    result = run_cli(gradsync_cmd, "trian", env=cli_env)
+    assert result.returncode == 2
+    assert "unknown command 'trian'; valid commands: run" in result.stderr
