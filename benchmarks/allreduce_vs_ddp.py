@@ -1,0 +1,170 @@
+"""gradsync ``scheduler=allreduce`` (dense) against PyTorch DDP: same model, data and workers.
+
+Both run in the same worker processes, alternating in blocks (ABAB...) so that machine noise
+hits both alike; the figure reported is the ratio of median step times. Run from the repo root:
+
+    .venv/bin/python benchmarks/allreduce_vs_ddp.py --write
+
+``--write`` replaces this benchmark's section of BENCHMARKS.md with the table and the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from gradsync.comm.collective import TorchCollective
+from gradsync.compressors.none import NoneCompressor
+from gradsync.data.digits import Digits
+from gradsync.data.sharding import ShardedBatchSampler
+from gradsync.feedback.none import NoneFeedback
+from gradsync.models.cnn import CNN
+from gradsync.models.mlp import MLP
+from gradsync.sync.allreduce import AllreduceSync
+
+MODELS = {
+    "cnn": lambda spec: CNN(spec=spec, channels=[16, 32], hidden=64),
+    "mlp-wide": lambda spec: MLP(spec=spec, hidden=[1024, 1024, 1024]),
+}
+BEGIN, END = "<!-- allreduce_vs_ddp:begin -->", "<!-- allreduce_vs_ddp:end -->"
+
+
+def _batches(rank: int, world: int, batch: int):
+    splits = Digits().load()
+    sampler = ShardedBatchSampler(
+        len(splits.train), batch_size=batch, rank=rank, world_size=world, seed=0
+    )
+    x, y = splits.train.tensors
+    epoch = 0
+    while True:
+        sampler.set_epoch(epoch)
+        for idx in sampler:
+            yield x[idx], y[idx]
+        epoch += 1
+
+
+def _time_block(step_fn, data, steps: int) -> float:
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step_fn(*next(data))
+    dist.barrier()
+    return (time.perf_counter() - start) / steps
+
+
+def _worker(rank: int, world: int, store: str, args: argparse.Namespace, out) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    spec = Digits().load().spec
+    results = {}
+    for name in args.models:
+        torch.manual_seed(0)
+        ours_model, ddp_model = MODELS[name](spec), MODELS[name](spec)
+        ddp_model.load_state_dict(ours_model.state_dict())
+        ours_opt = torch.optim.SGD(ours_model.parameters(), lr=0.01, momentum=0.9)
+        sync = AllreduceSync(
+            compressor=NoneCompressor(),
+            feedback=NoneFeedback(),
+            collective=TorchCollective(),
+            clock=time.perf_counter,
+        )
+        sync.attach(ours_model, ours_opt)
+        ddp = nn.parallel.DistributedDataParallel(ddp_model)
+        ddp_opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+        step_count, comm_time = [0], [0.0]
+
+        def ours(x, y, model=ours_model, opt=ours_opt, sync=sync, count=step_count, comm=comm_time):
+            nn.functional.cross_entropy(model(x), y).backward()
+            comm[0] += sync.step(step=count[0]).time_comm
+            opt.zero_grad(set_to_none=True)
+            count[0] += 1
+
+        def theirs(x, y, model=ddp, opt=ddp_opt):
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        data = _batches(rank, world, args.batch_size)
+        _time_block(ours, data, args.warmup)
+        _time_block(theirs, data, args.warmup)
+        times = {"gradsync": [], "ddp": []}
+        comm_time[0], first_timed = 0.0, step_count[0]
+        for _ in range(args.rounds):
+            times["gradsync"].append(_time_block(ours, data, args.steps))
+            times["ddp"].append(_time_block(theirs, data, args.steps))
+        timed_steps = step_count[0] - first_timed
+        results[name] = {
+            "params": sum(p.numel() for p in ours_model.parameters()),
+            "comm_share": comm_time[0] / timed_steps / statistics.mean(times["gradsync"]),
+            **{k: statistics.median(v) for k, v in times.items()},
+        }
+    if rank == 0:
+        out.put(results)
+    dist.destroy_process_group()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=20, help="steps per timed block")
+    parser.add_argument("--rounds", type=int, default=10, help="alternating blocks per method")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    args = parser.parse_args()
+
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = [
+            ctx.Process(target=_worker, args=(r, args.workers, f"{tmp}/store", args, out))
+            for r in range(args.workers)
+        ]
+        for p in procs:
+            p.start()
+        results = out.get(timeout=1800)
+        for p in procs:
+            p.join()
+
+    lines = [
+        f"`{' '.join(['python', 'benchmarks/allreduce_vs_ddp.py', *sys.argv[1:]])}` — "
+        f"{args.workers} gloo workers on one host ({platform.processor() or platform.machine()}, "
+        f"{mp.cpu_count()} cores), batch {args.batch_size}/worker, median of {args.rounds} "
+        f"alternating blocks of {args.steps} steps, torch {torch.__version__}",
+        "",
+        "| model | parameters | gradsync allreduce ms/step | DDP ms/step | gradsync / DDP "
+        "| all-reduce share of gradsync step |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in results.items():
+        lines.append(
+            f"| {name} | {r['params']:,} | {r['gradsync'] * 1e3:.2f} | "
+            f"{r['ddp'] * 1e3:.2f} | {r['gradsync'] / r['ddp']:.2f} | {r['comm_share']:.0%} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    if args.write:
+        path = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
+        text = path.read_text() if path.exists() else "# Benchmarks\n"
+        section = f"{BEGIN}\n{table}\n{END}"
+        if BEGIN in text:
+            head, rest = text.split(BEGIN, 1)
+            text = head + section + rest.split(END, 1)[1]
+        else:
+            text = text.rstrip() + "\n\n## Dense all-reduce vs PyTorch DDP\n\n" + section + "\n"
+        path.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
