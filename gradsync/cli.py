@@ -7,6 +7,7 @@ anything is written, then hands each job to its runner, which starts the worker 
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -47,15 +48,16 @@ _HYDRA_INFO_FLAGS = {
 _MULTIRUN_FLAGS = {"-m", "--multirun"}
 
 
-class _JobOutcomes:
-    """What happened to the jobs of this command (Hydra runs them in this process)."""
+class _Invocation:
+    """This command and what happened to its jobs (Hydra runs them in this process)."""
 
     def __init__(self) -> None:
+        self.command = "gradsync"
         self.finished = 0
         self.failed = 0
 
 
-_outcomes = _JobOutcomes()
+_outcomes = _Invocation()
 
 
 # ---- one job (called by Hydra for each job, in this process) --------------------------------
@@ -93,6 +95,7 @@ def run_job(cfg: DictConfig) -> None:
     summary = write_summary(
         run_dir,
         status=status,
+        command=_outcomes.command,
         overrides=overrides,
         config_path=config_path,
         started=started,
@@ -186,7 +189,8 @@ def _run_command(args: list[str]) -> int:
             compose_jobs(overrides, multirun=any(a in _MULTIRUN_FLAGS for a in args))
         except ConfigError as exc:
             _fail(str(exc))
-    sys.argv = ["gradsync", *args]
+    _outcomes.command = shlex.join(["gradsync", "run", *args])
+    sys.argv = ["gradsync", *args]  # what Hydra parses
     _hydra_main()
     if _outcomes.failed and any(a in _MULTIRUN_FLAGS for a in args):
         _fail(f"{_outcomes.failed} of {_outcomes.finished} jobs failed; see summary.csv", code=1)

@@ -9,10 +9,12 @@ WorkerFailure names the rank and its error.
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -27,6 +29,7 @@ from runners.base import Launch, WorkerFailure
 
 log = logging.getLogger("gradsync.workers")
 _POLL_S = 0.05
+_LINE_ENDS = re.compile(r"[\r\n]")
 
 
 def _die_with_parent() -> None:
@@ -36,39 +39,75 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-class _Forwarder(threading.Thread):
-    """Copies one worker's output: whole lines to the log, carriage-return redraws to stderr."""
+class _Terminal:
+    """The console shared by all forwarders: log lines scroll, a progress bar stays at the bottom.
 
-    def __init__(self, rank: int, stream: IO[bytes]) -> None:
+    Lines go through logging (console and train.log); bar redraws go to the terminal only.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bar = ""
+
+    def line(self, text: str) -> None:
+        with self._lock:
+            if self._bar:
+                sys.stderr.write("\r\x1b[2K")
+            log.info(text)
+            if self._bar:
+                sys.stderr.write(self._bar)
+                sys.stderr.flush()
+
+    def bar(self, text: str) -> None:
+        with self._lock:
+            self._bar = text
+            sys.stderr.write("\r\x1b[2K" + text)
+            sys.stderr.flush()
+
+    def bar_done(self) -> None:
+        with self._lock:
+            if self._bar:
+                sys.stderr.write("\n")
+                sys.stderr.flush()
+            self._bar = ""
+
+
+class _Forwarder(threading.Thread):
+    """Copies one output stream of one worker to the terminal, prefixed with its rank.
+
+    Text after a carriage return is a progress-bar redraw (tqdm writes ``\\r`` + bar); a newline
+    ends the bar. Everything else is forwarded line by line.
+    """
+
+    def __init__(self, rank: int, stream: IO[bytes], terminal: _Terminal) -> None:
         super().__init__(daemon=True, name=f"forward-rank{rank}")
         self.prefix = f"[rank {rank}] "
         self.stream = stream
-        self._redrawing = False
+        self.terminal = terminal
 
     def run(self) -> None:
-        pending = b""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pending, in_bar = "", False
         while chunk := os.read(self.stream.fileno(), 65536):
-            pending += chunk
-            while True:
-                cut = min(
-                    (i for i in (pending.find(b"\n"), pending.find(b"\r")) if i >= 0), default=-1
-                )
-                if cut < 0:
-                    break
-                segment, sep, pending = pending[:cut], pending[cut : cut + 1], pending[cut + 1 :]
-                self._emit(segment.decode(errors="replace"), redraw=sep == b"\r")
-        if pending:
-            self._emit(pending.decode(errors="replace"), redraw=False)
-
-    def _emit(self, text: str, *, redraw: bool) -> None:
-        if redraw or (self._redrawing and not text):
-            # Progress-bar redraws go to the terminal only, never into train.log.
-            sys.stderr.write(("\r" + self.prefix + text) if text else ("\n" if not redraw else ""))
-            sys.stderr.flush()
-            self._redrawing = redraw
-            return
-        self._redrawing = False
-        log.info(self.prefix + text)
+            pending += decoder.decode(chunk)
+            while (match := _LINE_ENDS.search(pending)) is not None:
+                segment, end = pending[: match.start()], match.group()
+                pending = pending[match.end() :]
+                if in_bar:
+                    if segment:
+                        self.terminal.bar(self.prefix + segment)
+                    if end == "\n":
+                        self.terminal.bar_done()
+                        in_bar = False
+                elif segment or end == "\n":
+                    self.terminal.line(self.prefix + segment)
+                in_bar = in_bar or end == "\r"
+            if in_bar and pending:  # show the bar now, not when its next redraw arrives
+                self.terminal.bar(self.prefix + pending)
+        if pending and not in_bar:
+            self.terminal.line(self.prefix + pending)
+        if in_bar:
+            self.terminal.bar_done()
 
 
 class LocalRunner:
@@ -80,6 +119,7 @@ class LocalRunner:
         scratch = Path(tempfile.mkdtemp(prefix="gradsync-"))
         procs: list[subprocess.Popen[bytes]] = []
         forwarders: list[_Forwarder] = []
+        terminal = _Terminal()
         try:
             for rank in range(self.workers):
                 proc = subprocess.Popen(
@@ -87,15 +127,16 @@ class LocalRunner:
                     env=self._worker_env(launch, rank, scratch),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
+                    stderr=subprocess.PIPE,  # separate: bar redraws never split a log line
                     start_new_session=True,  # Ctrl-C reaches the launcher, which stops workers
                     preexec_fn=_die_with_parent,
                 )
                 procs.append(proc)
-                assert proc.stdout is not None
-                forwarder = _Forwarder(rank, proc.stdout)
-                forwarder.start()
-                forwarders.append(forwarder)
+                for stream in (proc.stdout, proc.stderr):
+                    assert stream is not None
+                    forwarder = _Forwarder(rank, stream, terminal)
+                    forwarder.start()
+                    forwarders.append(forwarder)
             first_failures = self._wait(procs)
         except BaseException:
             self._stop(procs)

@@ -41,7 +41,7 @@ class JsonlLogger:
 
 
 class ConsoleLogger:
-    """A short line per log step and per evaluation (the progress bar shows the rest)."""
+    """A short line per log step and per evaluation."""
 
     _SHOWN = (
         ("train/loss", "loss {:.4f}"),
@@ -51,10 +51,14 @@ class ConsoleLogger:
         ("comm/density_actual", "density {:.4g}"),
     )
 
-    def __init__(self, *, total_steps: int) -> None:
+    def __init__(self, *, total_steps: int, eval_only: bool = False) -> None:
         self.total_steps = total_steps
+        self.eval_only = eval_only
+        """With a progress bar on screen, training windows are left to the bar."""
 
     def log(self, metrics: Mapping[str, float], *, step: int) -> None:
+        if self.eval_only and not any(k.startswith("eval/") for k in metrics):
+            return
         parts = [f"step {step}/{self.total_steps}"]
         if "epoch" in metrics:
             parts.append(f"epoch {metrics['epoch']:.2f}")

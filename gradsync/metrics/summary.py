@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -62,6 +61,7 @@ def write_summary(
     run_dir: Path,
     *,
     status: str,
+    command: str,
     overrides: list[str],
     config_path: Path,
     started: float,
@@ -73,7 +73,7 @@ def write_summary(
         "error": error,
         "final": final_metrics(read_metrics(run_dir)),
         "overrides": overrides,
-        "command": " ".join(["gradsync", *sys.argv[1:]]),
+        "command": command,
         "config_path": str(config_path),
         "run_dir": str(run_dir),
         "wall_time_s": round(ended - started, 3),

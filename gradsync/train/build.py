@@ -84,12 +84,14 @@ def build_sync(cfg: DictConfig, *, collective: TorchCollective, clock: Any) -> S
     return scheduler(compressor=compressor, feedback=feedback, collective=collective, clock=clock)
 
 
-def build_logger(cfg: DictConfig, *, rank: int, run_dir: Path, total_steps: int) -> MetricsLogger:
+def build_logger(
+    cfg: DictConfig, *, rank: int, run_dir: Path, total_steps: int, progress_bar: bool
+) -> MetricsLogger:
     if rank != 0:
         return NullLogger()
     loggers: list[MetricsLogger] = [
         JsonlLogger(run_dir / METRICS_FILE),
-        ConsoleLogger(total_steps=total_steps),
+        ConsoleLogger(total_steps=total_steps, eval_only=progress_bar),
     ]
     wandb_cfg = cfg.logger.wandb
     if wandb_cfg is not None:

@@ -97,8 +97,11 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     )
     sync = builders.build_sync(cfg, collective=collective, clock=clock)
     sync.attach(model, optimizer)
-    logger = builders.build_logger(cfg, rank=env.rank, run_dir=run_dir, total_steps=total_steps)
     interactive = os.environ.get("GRADSYNC_PROGRESS", "1" if sys.stderr.isatty() else "0") == "1"
+    progress_bar = env.is_main and interactive and cfg.logger.progress
+    logger = builders.build_logger(
+        cfg, rank=env.rank, run_dir=run_dir, total_steps=total_steps, progress_bar=progress_bar
+    )
     trainer = Trainer(
         model=model,
         task=TASKS[data.spec.task](),
@@ -123,7 +126,7 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         run_dir=run_dir,
         global_batch=t.batch_size * env.world_size,
         fault=FaultPlan(rank=env.rank),
-        show_progress=env.is_main and interactive and cfg.logger.progress,
+        show_progress=progress_bar,
     )
     if t.resume is not None:
         trainer.restore(resolve_checkpoint(t.resume))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from importlib import metadata
 
 import pytest
 import torch
@@ -37,7 +38,7 @@ def test_default_job_trains_to_a_sensible_accuracy(gradsync_cmd, cli_env, tmp_pa
     assert s["final"]["comm/density_actual"] == 1.0 and s["final"]["comm/error_norm"] == 0.0
     num_params = sum(t.numel() for t in final_params(run_dir).values())
     assert s["final"]["comm/bytes_sent"] == num_params * 4  # one dense fp32 all-reduce
-    assert s["versions"]["torch"] == torch.__version__
+    assert s["versions"]["torch"] == metadata.version("torch")
     assert s["command"].startswith("gradsync run") and s["config_path"].endswith("config.yaml")
     assert (run_dir / "config.yaml").is_file() and (run_dir / ".hydra" / "config.yaml").is_file()
     train_records = [r for r in metrics(run_dir) if "train/loss" in r]
