@@ -1,7 +1,7 @@
 """``runner=local``: ``workers`` processes on this host, like a small torchrun.
 
-Each worker is a fresh interpreter with RANK/WORLD_SIZE/LOCAL_RANK set and a file-based
-rendezvous in a private temporary directory (no port to race for). Its output is forwarded line
+Each worker is a fresh interpreter with RANK/WORLD_SIZE/LOCAL_RANK and MASTER_ADDR/PORT set
+(rank 0 hosts the TCP store on a free loopback port, as torchrun does). Its output is forwarded line
 by line with a ``[rank r]`` prefix (progress-bar redraws pass through as they come). The first
 worker to fail stops the job: the others get SIGTERM, then SIGKILL after ``grace_period_s``, and
 WorkerFailure names the rank and its error.
@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,13 @@ def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _free_port() -> int:
+    """A port nothing listens on now, for rank 0's TCP store (as torchrun --standalone does)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 class _Terminal:
@@ -120,11 +128,12 @@ class LocalRunner:
         procs: list[subprocess.Popen[bytes]] = []
         forwarders: list[_Forwarder] = []
         terminal = _Terminal()
+        port = _free_port()
         try:
             for rank in range(self.workers):
                 proc = subprocess.Popen(
                     launch.argv,
-                    env=self._worker_env(launch, rank, scratch),
+                    env=self._worker_env(launch, rank, scratch, port),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,  # separate: bar redraws never split a log line
@@ -150,7 +159,7 @@ class LocalRunner:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def _worker_env(self, launch: Launch, rank: int, scratch: Path) -> dict[str, str]:
+    def _worker_env(self, launch: Launch, rank: int, scratch: Path, port: int) -> dict[str, str]:
         env = dict(os.environ)
         env.update(launch.env)
         env.update(
@@ -160,7 +169,8 @@ class LocalRunner:
                 "WORLD_SIZE": str(self.workers),
                 "LOCAL_WORLD_SIZE": str(self.workers),
                 "GRADSYNC_LAUNCHER": "local",
-                "GRADSYNC_INIT_METHOD": f"file://{scratch / 'rendezvous'}",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
                 "GRADSYNC_ERROR_FILE": str(scratch / f"error-rank{rank}.json"),
                 "GRADSYNC_PROGRESS": "1" if sys.stderr.isatty() else "0",
                 "PYTHONUNBUFFERED": "1",

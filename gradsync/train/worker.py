@@ -132,6 +132,9 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         trainer.restore(resolve_checkpoint(t.resume))
     try:
         trainer.fit()
+        # Leave together: a rank that tears down its gloo group while a peer is still in the
+        # last collective can abort the process.
+        dist.barrier()
     finally:
         logger.close()
 

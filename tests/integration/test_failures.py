@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import signal
 import subprocess
@@ -117,3 +118,25 @@ def test_bad_input_from_the_command_line(gradsync_cmd, cli_env, tmp_path, args):
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert result.stderr.startswith("gradsync: error: ") and "Traceback" not in result.stderr
     assert not run_dir.exists()  # nothing half-written
+
+
+def test_sweep_continues_past_a_failed_job_and_marks_it(gradsync_cmd, cli_env, tmp_path):
+    sweep = tmp_path / "sweep"
+    env = {**cli_env, "GRADSYNC_FAULT": "1:3"}  # only a job with a rank 1 can fail
+    result = run_cli(
+        gradsync_cmd,
+        "run",
+        "-m",
+        "experiment=smoke",
+        "trainer.workers=2,1",
+        f"hydra.sweep.dir={sweep}",
+        env=env,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "gradsync: error: 1 of 2 jobs failed; see summary.csv"
+    )
+    rows = list(csv.DictReader((sweep / "summary.csv").open()))
+    assert [(r["job"], r["status"]) for r in rows] == [("0", "failed"), ("1", "completed")]
+    assert "rank 1 failed: InjectedFault" in rows[0]["error"]
+    assert float(rows[1]["eval/accuracy"]) > 0.1

@@ -25,16 +25,17 @@ def test_torchrun_environment():
     assert not env.is_main
 
 
-def test_local_runner_environment_uses_its_rendezvous():
+def test_local_runner_environment():
     env = DistEnv.from_environ(
         {
             "RANK": "0",
             "WORLD_SIZE": "2",
             "GRADSYNC_LAUNCHER": "local",
-            "GRADSYNC_INIT_METHOD": "file:///x/rdv",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "4000",
         }
     )
-    assert env.init_method == "file:///x/rdv" and env.launcher == "local" and env.is_main
+    assert env.init_method == "env://" and env.launcher == "local" and env.is_main
 
 
 def test_slurm_environment():
