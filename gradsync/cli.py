@@ -109,7 +109,7 @@ def run_job(cfg: DictConfig) -> None:
     _outcomes.failed += 1
     log.error(f"gradsync: error: {error} (run dir: {run_dir})")
     if status == "interrupted":
-        raise SystemExit(130)
+        raise SystemExit(summary["exit_code"])
 
 
 def _summary_line(summary: dict) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
+EXIT_CODES = {"completed": 0, "failed": 1, "interrupted": 130}
 _PACKAGES = ("gradsync", "torch", "torchvision", "hydra-core", "omegaconf", "wandb")
 
 
@@ -70,6 +71,7 @@ def write_summary(
 ) -> dict[str, Any]:
     summary = {
         "status": status,
+        "exit_code": EXIT_CODES[status],
         "error": error,
         "final": final_metrics(read_metrics(run_dir)),
         "overrides": overrides,

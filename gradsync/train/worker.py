@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -139,6 +140,14 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         logger.close()
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived (the launcher is stopping the job); unwinds so ``finally`` blocks run."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def _report_failure(env_rank: int, exc: BaseException) -> None:
     text = "".join(traceback.format_exception(exc))
     sys.stderr.write(text)
@@ -161,12 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout, force=True)
     rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "-1")))
+    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         env = DistEnv.from_environ()
         cfg = OmegaConf.load(args.config)
         assert isinstance(cfg, DictConfig)
         run_worker(cfg, env, args.run_dir)
         return 0
+    except Terminated:
+        return 128 + signal.SIGTERM  # stopped by the launcher: not the cause, report nothing
     except BaseException as exc:
         _report_failure(rank, exc)
         return 1

@@ -53,7 +53,7 @@ def test_injected_failure_stops_the_job_and_names_the_rank(gradsync_cmd, cli_env
     logged = metrics(run_dir)
     assert [r["step"] for r in logged] == [2, 4, 6]  # kept what was logged before the crash
     s = summary(run_dir)
-    assert s["status"] == "failed" and "rank 1" in s["error"]
+    assert s["status"] == "failed" and s["exit_code"] == 1 and "rank 1" in s["error"]
     assert s["final"]["train/loss"] == logged[-1]["train/loss"]
     assert _workers_of(run_dir) == {}
 
