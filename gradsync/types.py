@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
@@ -55,6 +56,14 @@ class Collective(Protocol):
     def all_gather(self, payload: Payload) -> list[Payload]: ...
 
     def broadcast(self, payload: Payload, *, src: int) -> Payload: ...
+
+    def take_bytes(self) -> Any:
+        """Bytes moved since the last call (``.payload``, ``.wire``); resets the count."""
+        ...
+
+    def reduce_metrics(self, values: Sequence[float], *, device: torch.device) -> list[float]:
+        """Sum scalars over workers for logging, outside the byte count."""
+        ...
 
 
 @dataclass

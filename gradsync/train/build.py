@@ -13,7 +13,6 @@ from torch import nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
-from gradsync.comm.collective import TorchCollective
 from gradsync.config.instantiate import build
 from gradsync.data.spec import DataSpec, DataSplits
 from gradsync.feedback.none import NoneFeedback
@@ -25,7 +24,7 @@ from gradsync.metrics.loggers import (
     WandbLogger,
 )
 from gradsync.metrics.summary import METRICS_FILE
-from gradsync.types import MetricsLogger, SyncModel
+from gradsync.types import Collective, MetricsLogger, SyncModel
 
 log = logging.getLogger("gradsync")
 
@@ -74,7 +73,7 @@ def build_lr_scheduler(
     return LambdaLR(optimizer, lr_lambda=factor)
 
 
-def build_sync(cfg: DictConfig, *, collective: TorchCollective, clock: Any) -> SyncModel:
+def build_sync(cfg: DictConfig, *, collective: Collective, clock: Any) -> SyncModel:
     compressor = build(cfg.compressor, path="compressor")
     feedback = build(cfg.feedback, path="feedback")
     if compressor.lossless:

@@ -16,13 +16,12 @@ from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from gradsync.comm.collective import TorchCollective
 from gradsync.data.sharding import ShardedBatchSampler
 from gradsync.metrics.window import MetricsWindow
 from gradsync.train import checkpoint
 from gradsync.train.faults import FaultPlan
 from gradsync.train.task import ClassificationTask
-from gradsync.types import MetricsLogger, SyncModel
+from gradsync.types import Collective, MetricsLogger, SyncModel
 
 log = logging.getLogger("gradsync")
 
@@ -46,7 +45,7 @@ class Trainer:
         optimizer: Optimizer,
         lr_scheduler: LambdaLR,
         sync: SyncModel,
-        collective: TorchCollective,
+        collective: Collective,
         train_loader: DataLoader,
         sampler: ShardedBatchSampler,
         eval_loader: DataLoader,

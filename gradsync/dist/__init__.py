@@ -1,0 +1,1 @@
+"""How a worker learns who it is (DistEnv) and joins its process group."""
