@@ -24,6 +24,12 @@ from gradsync.metrics.summary import write_summary
 
 log = logging.getLogger("gradsync")
 
+_EVAL_SHOWN = (
+    ("eval/accuracy", "accuracy"),
+    ("eval/accuracy_top5", "top-5"),
+    ("eval/perplexity", "perplexity"),
+    ("eval/hr@10", "HR@10"),
+)
 COMMANDS = {"run": "train one configuration, or a sweep of them with -m"}
 # Hydra flags that print information instead of running a job: passed to Hydra untouched.
 _HYDRA_INFO_FLAGS = {
@@ -115,8 +121,9 @@ def run_job(cfg: DictConfig) -> None:
 def _summary_line(summary: dict) -> str:
     final = summary["final"]
     parts = [f"done in {summary['wall_time_s']:.1f} s"]
-    if "eval/accuracy" in final:
-        parts.append(f"accuracy {final['eval/accuracy']:.4f}")
+    for key, label in _EVAL_SHOWN:
+        if key in final:
+            parts.append(f"{label} {final[key]:.4f}")
     if "perf/samples_per_s_mean" in final:
         parts.append(f"{final['perf/samples_per_s_mean']:.0f} samples/s")
     if "comm/bytes_sent" in final:

@@ -18,7 +18,13 @@ from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gradsync.config.schema import Device, TrainConfig, register_schemas
+from gradsync.config.schema import (
+    Device,
+    FileDatasetConfig,
+    TaskBound,
+    TrainConfig,
+    register_schemas,
+)
 
 CONFIG_MODULE = "gradsync.conf"
 ROOT_CONFIG = "train"
@@ -74,6 +80,8 @@ def check_config(cfg: DictConfig) -> None:
     assert isinstance(typed, TrainConfig)
     _check_device(typed)
     _check_resume(typed)
+    _check_model_fits_dataset(typed)
+    _check_dataset(typed)
 
 
 def _check_known_keys(node: DictConfig, path: str) -> None:
@@ -113,6 +121,23 @@ def _check_device(cfg: TrainConfig) -> None:
             f"trainer.workers={cfg.trainer.workers} needs one GPU each but this machine has "
             f"{available}; lower trainer.workers or use more nodes"
         )
+
+
+def _check_model_fits_dataset(cfg: TrainConfig) -> None:
+    model, dataset = cfg.model, cfg.dataset
+    both = isinstance(model, TaskBound) and isinstance(dataset, TaskBound)
+    if both and model.task_kind() != dataset.task_kind():
+        raise ConfigError(
+            f"the model is for {model.task_kind()} but the dataset is for "
+            f"{dataset.task_kind()}; pick a matching model= / dataset= pair"
+        )
+
+
+def _check_dataset(cfg: TrainConfig) -> None:
+    if isinstance(cfg.dataset, FileDatasetConfig):
+        message = cfg.dataset.missing_message()
+        if message:
+            raise ConfigError(message)
 
 
 def _check_resume(cfg: TrainConfig) -> None:

@@ -1,19 +1,23 @@
 """Typed schemas behind every config group.
 
-Each option file in ``gradsync/conf/<group>/`` starts from one of these dataclasses (its defaults
-list names ``/schema/<group>/<option>``), so a misspelt key or a wrong type fails when the config
-is composed. Range checks live in ``__post_init__``: they run when the composed config is turned
+Each option file in ``gradsync/conf/<group>/`` starts from a dataclass (its defaults list names
+``/schema/<group>/<option>``), so a misspelt key or a wrong type fails when the config is
+composed. Range checks live in ``__post_init__``: they run when the composed config is turned
 into objects (``OmegaConf.to_object``) in the launching process, before any output is written.
+This module holds the trainer and root schemas; the options' schemas live in ``schemas/``.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import II, MISSING
+from omegaconf import MISSING
 
 
 class Device(Enum):
@@ -33,7 +37,7 @@ class LRSchedule(Enum):
     cosine = "cosine"
 
 
-def _require(ok: bool, message: str) -> None:
+def require(ok: bool, message: str) -> None:
     if not ok:
         raise ValueError(message)
 
@@ -65,142 +69,73 @@ class TrainerConfig:
     resume: str | None = None
     """A checkpoint directory, or a run directory whose latest checkpoint is used."""
     threads_per_worker: int = 1
+    loader_workers: int = 0
+    """DataLoader worker processes per training worker (0: load in the training process)."""
+    eval_batch_size: int = 256
     dist_timeout_s: int = 120
 
     def __post_init__(self) -> None:
-        _require(self.workers >= 1, f"trainer.workers must be >= 1, got {self.workers}")
-        _require(self.epochs >= 1, f"trainer.epochs must be >= 1, got {self.epochs}")
-        _require(
+        require(self.workers >= 1, f"trainer.workers must be >= 1, got {self.workers}")
+        require(self.epochs >= 1, f"trainer.epochs must be >= 1, got {self.epochs}")
+        require(
             self.max_steps is None or self.max_steps >= 1,
             f"trainer.max_steps must be >= 1 or null, got {self.max_steps}",
         )
-        _require(self.batch_size >= 1, f"trainer.batch_size must be >= 1, got {self.batch_size}")
-        _require(self.lr > 0, f"trainer.lr must be > 0, got {self.lr}")
-        _require(0 <= self.momentum < 1, f"trainer.momentum must be in [0, 1), got {self.momentum}")
-        _require(self.weight_decay >= 0, "trainer.weight_decay must be >= 0")
-        _require(self.log_every >= 1, f"trainer.log_every must be >= 1, got {self.log_every}")
-        _require(self.eval_every_epochs >= 1, "trainer.eval_every_epochs must be >= 1")
-        _require(self.threads_per_worker >= 1, "trainer.threads_per_worker must be >= 1")
-        _require(self.dist_timeout_s >= 1, "trainer.dist_timeout_s must be >= 1")
-        _require(
+        require(self.batch_size >= 1, f"trainer.batch_size must be >= 1, got {self.batch_size}")
+        require(self.lr > 0, f"trainer.lr must be > 0, got {self.lr}")
+        require(0 <= self.momentum < 1, f"trainer.momentum must be in [0, 1), got {self.momentum}")
+        require(self.weight_decay >= 0, "trainer.weight_decay must be >= 0")
+        require(self.log_every >= 1, f"trainer.log_every must be >= 1, got {self.log_every}")
+        require(self.eval_every_epochs >= 1, "trainer.eval_every_epochs must be >= 1")
+        require(self.threads_per_worker >= 1, "trainer.threads_per_worker must be >= 1")
+        require(self.loader_workers >= 0, "trainer.loader_workers must be >= 0")
+        require(self.eval_batch_size >= 1, "trainer.eval_batch_size must be >= 1")
+        require(self.dist_timeout_s >= 1, "trainer.dist_timeout_s must be >= 1")
+        require(
             not (self.nesterov and self.momentum == 0),
             "trainer.nesterov=true needs trainer.momentum > 0",
         )
 
 
-# ---- models -------------------------------------------------------------------------------
+# ---- what a model or dataset is for ------------------------------------------------------------
+class TaskBound:
+    """Mixin of model and dataset schemas: the task they serve (see ``gradsync.tasks``)."""
+
+    TASK: ClassVar[str] = "classification"
+
+    def task_kind(self) -> str:
+        return self.TASK
+
+
+# ---- datasets stored on disk ----------------------------------------------------------------
 @dataclass
-class MLPConfig:
-    _target_: str = "gradsync.models.mlp.MLP"
-    _partial_: bool = True
-    hidden: list[int] = field(default_factory=lambda: [128, 64])
+class FileDatasetConfig(TaskBound):
+    """Base of every dataset read from files under ``root``.
 
-    def __post_init__(self) -> None:
-        _require(all(h >= 1 for h in self.hidden), "model.hidden sizes must be >= 1")
+    Subclasses list, in ``required_paths``, what must exist under ``root`` when
+    ``download=false``; the launcher checks it before starting any worker.
+    """
 
+    name: ClassVar[str] = "dataset"
+    root: str = "${oc.env:GRADSYNC_DATA,data}"
+    """Directory holding the data (default: $GRADSYNC_DATA, else ./data)."""
+    download: bool = False
+    """Fetch the data into ``root`` if it is missing (needs network access)."""
 
-@dataclass
-class CNNConfig:
-    _target_: str = "gradsync.models.cnn.CNN"
-    _partial_: bool = True
-    channels: list[int] = field(default_factory=lambda: [16, 32])
-    hidden: int = 64
+    def required_paths(self) -> list[str]:
+        return []
 
-    def __post_init__(self) -> None:
-        _require(len(self.channels) >= 1, "model.channels needs at least one entry")
-        _require(all(c >= 1 for c in self.channels), "model.channels must be >= 1")
-        _require(self.hidden >= 1, "model.hidden must be >= 1")
-
-
-# ---- datasets -----------------------------------------------------------------------------
-@dataclass
-class DigitsConfig:
-    _target_: str = "gradsync.data.digits.Digits"
-    test_fraction: float = 0.2
-    split_seed: int = 0
-
-    def __post_init__(self) -> None:
-        _require(
-            0 < self.test_fraction < 1,
-            f"dataset.test_fraction must be in (0, 1), got {self.test_fraction}",
+    def missing_message(self) -> str | None:
+        """One line naming what is missing and how to get it, or None if all is there."""
+        if self.download:
+            return None
+        missing = [p for p in self.required_paths() if not (Path(self.root) / p).exists()]
+        if not missing:
+            return None
+        return (
+            f"dataset {self.name} not found: expected {Path(self.root) / missing[0]}; "
+            "set dataset.download=true to fetch it, or dataset.root=DIR where it is"
         )
-
-
-# ---- compressors --------------------------------------------------------------------------
-@dataclass
-class NoneCompressorConfig:
-    _target_: str = "gradsync.compressors.none.NoneCompressor"
-
-
-@dataclass
-class SparsifierConfig:
-    """Shared by every compressor that keeps a fraction ``density`` of the gradient."""
-
-    density: float = 0.01
-
-    def __post_init__(self) -> None:
-        _require(
-            0 < self.density <= 1,
-            f"compressor.density must be in (0, 1], got {self.density}",
-        )
-
-
-@dataclass
-class RandomKConfig(SparsifierConfig):
-    _target_: str = "gradsync.compressors.randomk.RandomKCompressor"
-    seed: int = II("trainer.seed")
-
-
-# ---- error feedback -----------------------------------------------------------------------
-@dataclass
-class NoneFeedbackConfig:
-    _target_: str = "gradsync.feedback.none.NoneFeedback"
-
-
-@dataclass
-class ResidualFeedbackConfig:
-    _target_: str = "gradsync.feedback.residual.ResidualFeedback"
-
-
-# ---- synchronization schedulers -----------------------------------------------------------
-@dataclass
-class AllreduceSchedulerConfig:
-    _target_: str = "gradsync.sync.allreduce.AllreduceSync"
-    _partial_: bool = True
-
-
-# ---- runners ------------------------------------------------------------------------------
-@dataclass
-class LocalRunnerConfig:
-    _target_: str = "runners.local.LocalRunner"
-    workers: int = II("trainer.workers")
-    grace_period_s: float = 3.0
-    """How long surviving workers get to exit after one fails, before they are killed."""
-
-    def __post_init__(self) -> None:
-        _require(self.grace_period_s >= 0, "runner.grace_period_s must be >= 0")
-
-
-# ---- loggers ------------------------------------------------------------------------------
-@dataclass
-class WandbConfig:
-    project: str = "gradsync"
-    entity: str | None = None
-    group: str | None = None
-    tags: list[str] = field(default_factory=list)
-    mode: str = "offline"
-    """offline (default), online or disabled; WANDB_MODE in the environment takes precedence."""
-
-    def __post_init__(self) -> None:
-        modes = ("offline", "online", "disabled")
-        _require(self.mode in modes, f"logger.wandb.mode must be one of {', '.join(modes)}")
-
-
-@dataclass
-class LoggerConfig:
-    progress: bool = True
-    """tqdm progress bar on rank 0 (only when the terminal is interactive)."""
-    wandb: WandbConfig | None = None
 
 
 # ---- root ---------------------------------------------------------------------------------
@@ -213,27 +148,29 @@ class TrainConfig:
     scheduler: Any = MISSING
     trainer: TrainerConfig = MISSING
     runner: Any = MISSING
-    logger: LoggerConfig = MISSING
+    logger: Any = MISSING
     name: str = "gradsync"
     """Run name, used by loggers (wandb run group) and reports."""
 
 
-_GROUP_SCHEMAS: dict[str, dict[str, type]] = {
-    "trainer": {"default": TrainerConfig},
-    "model": {"mlp": MLPConfig, "cnn": CNNConfig},
-    "dataset": {"digits": DigitsConfig},
-    "compressor": {"none": NoneCompressorConfig, "randomk": RandomKConfig},
-    "feedback": {"none": NoneFeedbackConfig, "residual": ResidualFeedbackConfig},
-    "scheduler": {"allreduce": AllreduceSchedulerConfig},
-    "runner": {"local": LocalRunnerConfig},
-    "logger": {"console": LoggerConfig, "wandb": LoggerConfig},
-}
+def _collect_schemas() -> dict[str, dict[str, type]]:
+    from gradsync.config import schemas
+
+    collected: dict[str, dict[str, type]] = {}
+    for info in pkgutil.iter_modules(schemas.__path__):
+        module = importlib.import_module(f"{schemas.__name__}.{info.name}")
+        for group, options in getattr(module, "SCHEMAS", {}).items():
+            for option, node in options.items():
+                if option in collected.setdefault(group, {}):
+                    raise RuntimeError(f"schema {group}/{option} is defined twice")
+                collected[group][option] = node
+    return collected
 
 
 def register_schemas() -> None:
     """Store every schema in Hydra's ConfigStore under ``schema/<group>/<option>``."""
     store = ConfigStore.instance()
     store.store(name="schema_train", node=TrainConfig)
-    for group, options in _GROUP_SCHEMAS.items():
+    for group, options in _collect_schemas().items():
         for option, node in options.items():
             store.store(group=f"schema/{group}", name=option, node=node)

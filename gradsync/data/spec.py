@@ -9,11 +9,23 @@ from torch.utils.data import Dataset
 
 @dataclass(frozen=True)
 class DataSpec:
+    """Shapes and sizes a model is built for. Fields a task does not use stay 0 / empty.
+
+    Batch conventions per task (what the dataset yields and the model takes):
+    * ``classification``: ``(x, y)``; ``model(x) -> logits (B, num_classes)``.
+    * ``language_model``: ``(inputs, targets)`` token ids of shape (B, T), targets shifted by
+      one; ``model(inputs) -> logits (B, T, vocab_size)``.
+    * ``recommendation``: train ``(users, items, labels)`` with labels 0/1 (float);
+      eval ``(users, candidates)`` with candidates (B, C), the held-out positive in column 0;
+      ``model(users, items) -> logits (B,)`` for 1-D users/items.
+    """
+
     task: str
-    """What the data is for; selects the loss and eval metrics (``classification``)."""
-    num_classes: int
-    input_shape: tuple[int, ...]
-    """Shape of one input sample, e.g. (channels, height, width)."""
+    num_classes: int = 0
+    input_shape: tuple[int, ...] = ()
+    vocab_size: int = 0
+    num_users: int = 0
+    num_items: int = 0
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,9 @@ class ConsoleLogger:
     _SHOWN = (
         ("train/loss", "loss {:.4f}"),
         ("eval/accuracy", "acc {:.4f}"),
+        ("eval/accuracy_top5", "top-5 {:.4f}"),
+        ("eval/perplexity", "ppl {:.2f}"),
+        ("eval/hr@10", "HR@10 {:.4f}"),
         ("eval/loss", "eval loss {:.4f}"),
         ("perf/samples_per_s", "{:.0f} samples/s"),
         ("comm/density_actual", "density {:.4g}"),

@@ -18,9 +18,9 @@ from tqdm import tqdm
 
 from gradsync.data.sharding import ShardedBatchSampler
 from gradsync.metrics.window import MetricsWindow
+from gradsync.tasks import Task
 from gradsync.train import checkpoint
 from gradsync.train.faults import FaultPlan
-from gradsync.train.task import ClassificationTask
 from gradsync.types import Collective, MetricsLogger, SyncModel
 
 log = logging.getLogger("gradsync")
@@ -41,7 +41,7 @@ class Trainer:
         self,
         *,
         model: nn.Module,
-        task: ClassificationTask,
+        task: Task,
         optimizer: Optimizer,
         lr_scheduler: LambdaLR,
         sync: SyncModel,

@@ -27,15 +27,14 @@ from torch.utils.data import DataLoader, Subset
 from gradsync.comm.collective import TorchCollective
 from gradsync.data.sharding import ShardedBatchSampler, eval_shard
 from gradsync.dist.env import DistEnv
+from gradsync.tasks import build_task
 from gradsync.train import build as builders
 from gradsync.train.checkpoint import resolve_checkpoint
 from gradsync.train.faults import FaultPlan
 from gradsync.train.loop import Schedule, Trainer
-from gradsync.train.task import TASKS
 from gradsync.train.timing import make_clock
 
 log = logging.getLogger("gradsync")
-EVAL_BATCH = 512
 
 
 def _device(cfg: DictConfig, env: DistEnv) -> torch.device:
@@ -88,9 +87,16 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     total_steps = t.epochs * steps_per_epoch
     if t.max_steps is not None:
         total_steps = min(total_steps, t.max_steps)
-    train_loader = DataLoader(data.train, batch_sampler=sampler)
+    loader_options = {
+        "num_workers": t.loader_workers,
+        "pin_memory": device.type == "cuda",
+        "persistent_workers": t.loader_workers > 0,
+    }
+    train_loader = DataLoader(data.train, batch_sampler=sampler, **loader_options)
     eval_indices = eval_shard(len(data.test), rank=env.rank, world_size=env.world_size)  # type: ignore[arg-type]
-    eval_loader = DataLoader(Subset(data.test, eval_indices), batch_size=EVAL_BATCH)
+    eval_loader = DataLoader(
+        Subset(data.test, eval_indices), batch_size=t.eval_batch_size, **loader_options
+    )
 
     optimizer = builders.build_optimizer(cfg, model)
     lr_scheduler = builders.build_lr_scheduler(
@@ -105,7 +111,7 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     )
     trainer = Trainer(
         model=model,
-        task=TASKS[data.spec.task](),
+        task=build_task(data.spec),
         optimizer=optimizer,
         lr_scheduler=lr_scheduler,
         sync=sync,

@@ -8,32 +8,56 @@ import time
 import pytest
 import torch
 from hydra import compose, initialize_config_module
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from gradsync.config.compose import CONFIG_MODULE, check_config
 from gradsync.config.discovery import group_options
 from gradsync.config.instantiate import build
+from gradsync.config.schema import TrainConfig
 from gradsync.data.spec import DataSpec
 from gradsync.types import Compressor, ErrorFeedback
+from tests.helpers.datagen import generators
 
 OPTIONS = [(g, o) for g, opts in group_options().items() for o in opts]
-SPEC = DataSpec(task="classification", num_classes=10, input_shape=(1, 8, 8))
+DATA_FILES = generators()
+
+# A small input of each task's shape, and the output shape the model must produce for it.
+TASK_PROBES = {
+    "classification": (
+        DataSpec(task="classification", num_classes=10, input_shape=(3, 32, 32)),
+        lambda: (torch.randn(2, 3, 32, 32),),
+        (2, 10),
+    ),
+    "language_model": (
+        DataSpec(task="language_model", vocab_size=50),
+        lambda: (torch.randint(0, 50, (2, 7)),),
+        (2, 7, 50),
+    ),
+    "recommendation": (
+        DataSpec(task="recommendation", num_users=20, num_items=30),
+        lambda: (torch.randint(0, 20, (4,)), torch.randint(0, 30, (4,))),
+        (4,),
+    ),
+}
 
 
-def _model(cfg: DictConfig) -> None:
-    model = build(cfg.model, path="model")(spec=SPEC)
-    assert model(torch.zeros(2, *SPEC.input_shape)).shape == (2, SPEC.num_classes)
+def _model(cfg: DictConfig, typed: TrainConfig) -> None:
+    spec, make_inputs, shape = TASK_PROBES[typed.model.task_kind()]
+    model = build(cfg.model, path="model")(spec=spec)
+    out = model(*make_inputs())
+    assert out.shape == shape
+    out.float().sum().backward()
+    assert any(p.grad is not None for p in model.parameters())
 
 
-def _dataset(cfg: DictConfig) -> None:
+def _dataset(cfg: DictConfig, typed: TrainConfig) -> None:
     splits = build(cfg.dataset, path="dataset").load()
-    x, y = splits.train[0]
-    assert tuple(x.shape) == splits.spec.input_shape
-    assert 0 <= int(y) < splits.spec.num_classes
+    assert splits.spec.task == typed.dataset.task_kind()
     assert len(splits.train) > 0 and len(splits.test) > 0
+    assert isinstance(splits.train[0], tuple) and isinstance(splits.test[0], tuple)
 
 
-def _compressor(cfg: DictConfig) -> None:
+def _compressor(cfg: DictConfig, typed: TrainConfig) -> None:
     compressor = build(cfg.compressor, path="compressor")
     assert isinstance(compressor, Compressor)
     grad = torch.randn(1000)
@@ -44,20 +68,20 @@ def _compressor(cfg: DictConfig) -> None:
         assert torch.equal(out, grad)
 
 
-def _feedback(cfg: DictConfig) -> None:
+def _feedback(cfg: DictConfig, typed: TrainConfig) -> None:
     assert isinstance(build(cfg.feedback, path="feedback"), ErrorFeedback)
 
 
-def _scheduler(cfg: DictConfig) -> None:
+def _scheduler(cfg: DictConfig, typed: TrainConfig) -> None:
     factory = build(cfg.scheduler, path="scheduler")
     assert callable(factory)
 
 
-def _runner(cfg: DictConfig) -> None:
+def _runner(cfg: DictConfig, typed: TrainConfig) -> None:
     assert hasattr(build(cfg.runner, path="runner"), "run")
 
 
-def _composes(cfg: DictConfig) -> None:
+def _composes(cfg: DictConfig, typed: TrainConfig) -> None:
     assert cfg.trainer.workers >= 1
 
 
@@ -89,12 +113,16 @@ def test_every_group_is_discovered():
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
-def test_option_composes_and_builds(group, option):
+def test_option_composes_and_builds(group, option, tmp_path):
     assert group in CHECKS, f"config group '{group}' has no contract check in this test"
+    overrides = [f"{group}={option}"]
+    if group == "dataset" and option in DATA_FILES:
+        overrides += DATA_FILES[option](tmp_path)
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        cfg = compose("train", overrides=[f"{group}={option}"])
-    check_config(cfg)
-    CHECKS[group](cfg)
+        cfg = compose("train", overrides=overrides)
+    if group != "model":  # a model is checked on its own task's shapes, whatever the dataset
+        check_config(cfg)
+    CHECKS[group](cfg, OmegaConf.to_object(cfg))
 
 
 def test_default_scheduler_builds_with_runtime_objects():

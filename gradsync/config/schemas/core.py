@@ -1,0 +1,141 @@
+"""Schemas of the foundation's options (digits, mlp/cnn, none/randomk, allreduce, local, ...).
+
+Every module in this package may define ``SCHEMAS = {group: {option: dataclass}}``;
+``register_schemas`` collects them all, so a new option adds a module (or an entry) here and a
+YAML file, and edits nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from omegaconf import II
+
+from gradsync.config.schema import TaskBound, TrainerConfig, require
+
+
+# ---- models -------------------------------------------------------------------------------
+@dataclass
+class MLPConfig(TaskBound):
+    _target_: str = "gradsync.models.mlp.MLP"
+    _partial_: bool = True
+    hidden: list[int] = field(default_factory=lambda: [128, 64])
+
+    def __post_init__(self) -> None:
+        require(all(h >= 1 for h in self.hidden), "model.hidden sizes must be >= 1")
+
+
+@dataclass
+class CNNConfig(TaskBound):
+    _target_: str = "gradsync.models.cnn.CNN"
+    _partial_: bool = True
+    channels: list[int] = field(default_factory=lambda: [16, 32])
+    hidden: int = 64
+
+    def __post_init__(self) -> None:
+        require(len(self.channels) >= 1, "model.channels needs at least one entry")
+        require(all(c >= 1 for c in self.channels), "model.channels must be >= 1")
+        require(self.hidden >= 1, "model.hidden must be >= 1")
+
+
+# ---- datasets -----------------------------------------------------------------------------
+@dataclass
+class DigitsConfig(TaskBound):
+    _target_: str = "gradsync.data.digits.Digits"
+    test_fraction: float = 0.2
+    split_seed: int = 0
+
+    def __post_init__(self) -> None:
+        require(
+            0 < self.test_fraction < 1,
+            f"dataset.test_fraction must be in (0, 1), got {self.test_fraction}",
+        )
+
+
+# ---- compressors --------------------------------------------------------------------------
+@dataclass
+class NoneCompressorConfig:
+    _target_: str = "gradsync.compressors.none.NoneCompressor"
+
+
+@dataclass
+class SparsifierConfig:
+    """Shared by every compressor that keeps a fraction ``density`` of the gradient."""
+
+    density: float = 0.01
+
+    def __post_init__(self) -> None:
+        require(
+            0 < self.density <= 1,
+            f"compressor.density must be in (0, 1], got {self.density}",
+        )
+
+
+@dataclass
+class RandomKConfig(SparsifierConfig):
+    _target_: str = "gradsync.compressors.randomk.RandomKCompressor"
+    seed: int = II("trainer.seed")
+
+
+# ---- error feedback -----------------------------------------------------------------------
+@dataclass
+class NoneFeedbackConfig:
+    _target_: str = "gradsync.feedback.none.NoneFeedback"
+
+
+@dataclass
+class ResidualFeedbackConfig:
+    _target_: str = "gradsync.feedback.residual.ResidualFeedback"
+
+
+# ---- synchronization schedulers -----------------------------------------------------------
+@dataclass
+class AllreduceSchedulerConfig:
+    _target_: str = "gradsync.sync.allreduce.AllreduceSync"
+    _partial_: bool = True
+
+
+# ---- runners ------------------------------------------------------------------------------
+@dataclass
+class LocalRunnerConfig:
+    _target_: str = "runners.local.LocalRunner"
+    workers: int = II("trainer.workers")
+    grace_period_s: float = 3.0
+    """How long surviving workers get to exit after one fails, before they are killed."""
+
+    def __post_init__(self) -> None:
+        require(self.grace_period_s >= 0, "runner.grace_period_s must be >= 0")
+
+
+# ---- loggers ------------------------------------------------------------------------------
+@dataclass
+class WandbConfig:
+    project: str = "gradsync"
+    entity: str | None = None
+    group: str | None = None
+    tags: list[str] = field(default_factory=list)
+    mode: str = "offline"
+    """offline (default), online or disabled; WANDB_MODE in the environment takes precedence."""
+
+    def __post_init__(self) -> None:
+        modes = ("offline", "online", "disabled")
+        require(self.mode in modes, f"logger.wandb.mode must be one of {', '.join(modes)}")
+
+
+@dataclass
+class LoggerConfig:
+    progress: bool = True
+    """tqdm progress bar on rank 0 (only when the terminal is interactive)."""
+    wandb: WandbConfig | None = None
+
+
+SCHEMAS: dict[str, dict[str, type]] = {
+    "trainer": {"default": TrainerConfig},
+    "model": {"mlp": MLPConfig, "cnn": CNNConfig},
+    "dataset": {"digits": DigitsConfig},
+    "compressor": {"none": NoneCompressorConfig, "randomk": RandomKConfig},
+    "feedback": {"none": NoneFeedbackConfig, "residual": ResidualFeedbackConfig},
+    "scheduler": {"allreduce": AllreduceSchedulerConfig},
+    "runner": {"local": LocalRunnerConfig},
+    "logger": {"console": LoggerConfig, "wandb": LoggerConfig},
+}
