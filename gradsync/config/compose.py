@@ -194,7 +194,8 @@ def _composition_error(exc: HydraException, overrides: list[str], *, multirun: b
 
 def _unknown_key(full_key: str, overrides: list[str]) -> str:
     parent_key, _, leaf = full_key.rpartition(".")
-    rest = [o for o in overrides if not o.lstrip("+~").startswith(f"{full_key}=")]
+    # The structure comes from the group choices alone (other overrides may be bad too).
+    rest = [o for o in overrides if "." not in o.split("=", 1)[0]]
     try:
         cfg = compose(ROOT_CONFIG, overrides=rest)
         node = OmegaConf.select(cfg, parent_key) if parent_key else cfg

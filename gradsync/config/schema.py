@@ -35,6 +35,7 @@ class LRSchedule(Enum):
     step = "step"
     multistep = "multistep"
     cosine = "cosine"
+    poly = "poly"
 
 
 def require(ok: bool, message: str) -> None:
@@ -61,6 +62,9 @@ class TrainerConfig:
     lr_step_epochs: int = 30
     lr_milestones: list[int] = field(default_factory=list)
     lr_gamma: float = 0.1
+    lr_power: float = 0.5
+    """Exponent of lr_schedule=poly: lr · (1 - step/total_steps) ** lr_power."""
+    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     seed: int = 0
     log_every: int = 10
     eval_every_epochs: int = 1
@@ -85,6 +89,11 @@ class TrainerConfig:
         require(self.lr > 0, f"trainer.lr must be > 0, got {self.lr}")
         require(0 <= self.momentum < 1, f"trainer.momentum must be in [0, 1), got {self.momentum}")
         require(self.weight_decay >= 0, "trainer.weight_decay must be >= 0")
+        require(self.lr_power > 0, f"trainer.lr_power must be > 0, got {self.lr_power}")
+        require(
+            len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),
+            f"trainer.adam_betas must be two numbers in [0, 1), got {list(self.adam_betas)}",
+        )
         require(self.log_every >= 1, f"trainer.log_every must be >= 1, got {self.log_every}")
         require(self.eval_every_epochs >= 1, "trainer.eval_every_epochs must be >= 1")
         require(self.threads_per_worker >= 1, "trainer.threads_per_worker must be >= 1")

@@ -41,7 +41,8 @@ def build_optimizer(cfg: DictConfig, model: nn.Module) -> Optimizer:
     t = cfg.trainer
     params = [p for p in model.parameters() if p.requires_grad]
     if t.optimizer == "adam":
-        return torch.optim.Adam(params, lr=t.lr, weight_decay=t.weight_decay)
+        betas = (float(t.adam_betas[0]), float(t.adam_betas[1]))
+        return torch.optim.Adam(params, lr=t.lr, betas=betas, weight_decay=t.weight_decay)
     return torch.optim.SGD(
         params, lr=t.lr, momentum=t.momentum, nesterov=t.nesterov, weight_decay=t.weight_decay
     )
@@ -61,6 +62,8 @@ def lr_factor(cfg: DictConfig, *, steps_per_epoch: int, total_steps: int) -> Any
             return t.lr_gamma ** sum(epoch >= m for m in milestones)
         if schedule == "cosine":
             return 0.5 * (1 + math.cos(math.pi * min(step, total_steps) / total_steps))
+        if schedule == "poly":
+            return (1 - min(step, total_steps) / total_steps) ** t.lr_power
         return 1.0
 
     return factor

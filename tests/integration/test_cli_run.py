@@ -34,7 +34,7 @@ def test_default_job_trains_to_a_sensible_accuracy(gradsync_cmd, cli_env, tmp_pa
     assert result.returncode == 0, result.stderr
     s = summary(run_dir)
     assert s["status"] == "completed" and s["error"] is None
-    assert s["final"]["eval/accuracy"] >= 0.9  # digits, small CNN, 10 epochs
+    assert s["final"]["eval/accuracy"] >= 0.95  # digits, small CNN, 10 epochs
     assert s["final"]["comm/density_actual"] == 1.0 and s["final"]["comm/error_norm"] == 0.0
     num_params = sum(t.numel() for t in final_params(run_dir).values())
     assert s["final"]["comm/bytes_sent"] == num_params * 4  # one dense fp32 all-reduce

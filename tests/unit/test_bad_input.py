@@ -8,8 +8,12 @@ from gradsync.config.compose import ConfigError, compose_jobs
 
 CASES = [
     (["compressor=nope"], "unknown compressor 'nope'; valid options: none, randomk"),
-    (["model=resnet9000"], "unknown model 'resnet9000'; valid options: cnn, mlp"),
+    (["model=resnet9000"], "unknown model 'resnet9000'; valid options: "),
     (["trainer.wrkers=2"], "unknown key 'trainer.wrkers'; valid keys in trainer: workers"),
+    (
+        ["model=mlp", "model.factors=8", "model.hiden=[1]"],
+        "unknown key 'model.factors'; valid keys in model: hidden",
+    ),
     (["+trainer.extra=1"], "unknown key 'trainer.extra'"),
     (["bogus=1"], "unknown key 'bogus'"),
     (["trainer.workers=0"], "trainer.workers must be >= 1, got 0"),
@@ -19,6 +23,7 @@ CASES = [
     (["compressor=randomk", "compressor.density=1.01"], "compressor.density must be in (0, 1]"),
     (["compressor=randomk", "compressor.density=-0.5"], "compressor.density must be in (0, 1]"),
     (["trainer.optimizer=lion"], "expected one of [sgd, adam]"),
+    (["trainer.adam_betas=[0.9]"], "trainer.adam_betas must be two numbers in [0, 1)"),
     (["trainer.lr=0.1,0.2"], "add -m to sweep"),
     (["trainer.resume=does/not/exist"], "trainer.resume=does/not/exist does not exist"),
 ]

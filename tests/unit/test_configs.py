@@ -41,6 +41,9 @@ TASK_PROBES = {
 }
 
 
+TASK_MODELS = {"classification": "mlp", "language_model": "lstm", "recommendation": "ncf"}
+
+
 def _model(cfg: DictConfig, typed: TrainConfig) -> None:
     spec, make_inputs, shape = TASK_PROBES[typed.model.task_kind()]
     model = build(cfg.model, path="model")(spec=spec)
@@ -116,10 +119,15 @@ def test_every_group_is_discovered():
 def test_option_composes_and_builds(group, option, tmp_path):
     assert group in CHECKS, f"config group '{group}' has no contract check in this test"
     overrides = [f"{group}={option}"]
-    if group == "dataset" and option in DATA_FILES:
-        overrides += DATA_FILES[option](tmp_path)
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        choices = compose("train", overrides=overrides, return_hydra_config=True).hydra.runtime
+        dataset = str(choices.choices.dataset)
+        if group in ("dataset", "experiment") and dataset in DATA_FILES:
+            overrides += DATA_FILES[dataset](tmp_path)
         cfg = compose("train", overrides=overrides)
+        if group == "dataset":  # pair it with a model of its task, as a user would
+            task = OmegaConf.to_object(cfg.dataset).task_kind()
+            cfg = compose("train", overrides=[*overrides, f"model={TASK_MODELS[task]}"])
     if group != "model":  # a model is checked on its own task's shapes, whatever the dataset
         check_config(cfg)
     CHECKS[group](cfg, OmegaConf.to_object(cfg))

@@ -74,6 +74,7 @@ def test_sweep_summary_has_one_row_per_job(tmp_path):
         ("constant", {}, [1, 1, 1, 1]),
         ("step", {"lr_step_epochs": 2, "lr_gamma": 0.5}, [1, 1, 0.5, 0.5]),
         ("multistep", {"lr_milestones": [1, 3], "lr_gamma": 0.1}, [1, 0.1, 0.1, 0.01]),
+        ("poly", {"lr_power": 2.0}, [1, 0.5625, 0.25, 0.0625]),
         (
             "cosine",
             {},
@@ -89,6 +90,7 @@ def test_lr_schedules_by_epoch(schedule, extra, expected):
                 "lr_step_epochs": 30,
                 "lr_milestones": [],
                 "lr_gamma": 0.1,
+                "lr_power": 0.5,
                 **extra,
             }
         }

@@ -1,0 +1,212 @@
+"""Schemas of the image models (ResNet, ResNet-20, VGG, AlexNet, CifarNet) and image datasets
+(CIFAR, MNIST, ImageNet) plus the synthetic benchmark dataset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from gradsync.config.schema import FileDatasetConfig, TaskBound, require
+
+# Kept in sync with gradsync.models.variants.VARIANTS; not imported so composing a config does
+# not import torch.
+VARIANTS = ("auto", "cifar", "imagenet")
+
+
+# ---- models -------------------------------------------------------------------------------
+@dataclass
+class ImageModelConfig(TaskBound):
+    variant: str = "auto"
+    """cifar (small-image stem/head), imagenet (torchvision's), auto: cifar up to 64 px high."""
+
+    def __post_init__(self) -> None:
+        require(
+            self.variant in VARIANTS,
+            f"model.variant must be one of {', '.join(VARIANTS)}, got {self.variant}",
+        )
+
+
+@dataclass
+class ResNetConfig(ImageModelConfig):
+    _target_: str = "gradsync.models.resnet.ResNet"
+    _partial_: bool = True
+    depth: int = 18
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        depths = (18, 34, 50, 101, 152)
+        require(self.depth in depths, f"model.depth must be one of {depths}, got {self.depth}")
+
+
+@dataclass
+class VGGConfig(ImageModelConfig):
+    _target_: str = "gradsync.models.vgg.VGG"
+    _partial_: bool = True
+    depth: int = 16
+    batch_norm: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        depths = (11, 13, 16, 19)
+        require(self.depth in depths, f"model.depth must be one of {depths}, got {self.depth}")
+
+
+@dataclass
+class AlexNetConfig(ImageModelConfig):
+    _target_: str = "gradsync.models.alexnet.AlexNet"
+    _partial_: bool = True
+    dropout: float = 0.2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(0 <= self.dropout < 1, f"model.dropout must be in [0, 1), got {self.dropout}")
+
+
+@dataclass
+class ResNet20Config(TaskBound):
+    _target_: str = "gradsync.models.resnet20.ResNet20"
+    _partial_: bool = True
+
+
+@dataclass
+class CifarNetConfig(TaskBound):
+    _target_: str = "gradsync.models.cifarnet.CifarNet"
+    _partial_: bool = True
+    dropout: float = 0.5
+
+    def __post_init__(self) -> None:
+        require(0 <= self.dropout < 1, f"model.dropout must be in [0, 1), got {self.dropout}")
+
+
+# ---- datasets -----------------------------------------------------------------------------
+@dataclass
+class Cifar10Config(FileDatasetConfig):
+    name: ClassVar[str] = "cifar10"
+    folder: ClassVar[str] = "cifar-10-batches-py"
+    files: ClassVar[tuple[str, ...]] = (
+        *(f"data_batch_{i}" for i in range(1, 6)),
+        "test_batch",
+        "batches.meta",
+    )
+    _target_: str = "gradsync.data.cifar.Cifar10"
+    verify: bool = True
+    """Check the files' MD5 against the published archive (false: only that they exist)."""
+    augment: bool = True
+    """Random crop (4 px padding) and horizontal flip of training images."""
+
+    def required_paths(self) -> list[str]:
+        return [f"{self.folder}/{name}" for name in self.files]
+
+
+@dataclass
+class Cifar100Config(Cifar10Config):
+    name: ClassVar[str] = "cifar100"
+    folder: ClassVar[str] = "cifar-100-python"
+    files: ClassVar[tuple[str, ...]] = ("train", "test", "meta")
+    _target_: str = "gradsync.data.cifar.Cifar100"
+
+
+@dataclass
+class MNISTConfig(FileDatasetConfig):
+    name: ClassVar[str] = "mnist"
+    folder: ClassVar[str] = "MNIST/raw"
+    _target_: str = "gradsync.data.mnist.MNIST"
+
+    def required_paths(self) -> list[str]:
+        kinds = ("images-idx3-ubyte", "labels-idx1-ubyte")
+        return [f"{self.folder}/{split}-{kind}" for split in ("train", "t10k") for kind in kinds]
+
+
+@dataclass
+class FashionMNISTConfig(MNISTConfig):
+    name: ClassVar[str] = "fashion_mnist"
+    folder: ClassVar[str] = "FashionMNIST/raw"
+    _target_: str = "gradsync.data.mnist.FashionMNIST"
+
+
+@dataclass
+class ImageNetConfig(FileDatasetConfig):
+    name: ClassVar[str] = "imagenet"
+    _target_: str = "gradsync.data.imagenet.ImageNet"
+    image_size: int = 224
+    """Side of the square crops the model sees."""
+    augment: bool = True
+    """RandomResizedCrop and horizontal flip of training images (false: the val transform)."""
+
+    def __post_init__(self) -> None:
+        require(
+            not self.download,
+            "imagenet cannot be downloaded automatically; place it by hand under dataset.root "
+            "and set dataset.download=false",
+        )
+        require(self.image_size >= 32, f"dataset.image_size must be >= 32, got {self.image_size}")
+
+    def required_paths(self) -> list[str]:
+        return ["train", "val"]
+
+    def missing_message(self) -> str | None:
+        # Not the base message: it suggests dataset.download=true, which cannot work here.
+        missing = [p for p in self.required_paths() if not (Path(self.root) / p).is_dir()]
+        if not missing:
+            return None
+        return (
+            f"dataset imagenet not found: expected {Path(self.root) / missing[0]}; ImageNet "
+            "cannot be downloaded, place it by hand as ROOT/train/<class>/* and "
+            "ROOT/val/<class>/* (validation images sorted into class folders) and set "
+            "dataset.root=ROOT"
+        )
+
+
+@dataclass
+class SyntheticConfig(TaskBound):
+    _target_: str = "gradsync.data.synthetic.Synthetic"
+    kind: str = "images"
+    """images (classification) or tokens (language_model)."""
+    num_samples: int = 50_000
+    num_test_samples: int = 1_000
+    image_shape: list[int] = field(default_factory=lambda: [3, 32, 32])
+    num_classes: int = 10
+    seq_len: int = 128
+    vocab_size: int = 10_000
+    seed: int = 0
+
+    def task_kind(self) -> str:
+        return "classification" if self.kind == "images" else "language_model"
+
+    def __post_init__(self) -> None:
+        require(
+            self.kind in ("images", "tokens"),
+            f"dataset.kind must be images or tokens, got {self.kind}",
+        )
+        require(self.num_samples >= 1, "dataset.num_samples must be >= 1")
+        require(self.num_test_samples >= 1, "dataset.num_test_samples must be >= 1")
+        require(
+            len(self.image_shape) == 3 and all(s >= 1 for s in self.image_shape),
+            f"dataset.image_shape must be [channels, height, width], got {self.image_shape}",
+        )
+        require(self.num_classes >= 2, "dataset.num_classes must be >= 2")
+        require(self.seq_len >= 1, "dataset.seq_len must be >= 1")
+        require(self.vocab_size >= 2, "dataset.vocab_size must be >= 2")
+
+
+SCHEMAS: dict[str, dict[str, type]] = {
+    "model": {
+        "resnet18": ResNetConfig,
+        "resnet50": ResNetConfig,
+        "resnet101": ResNetConfig,
+        "resnet20": ResNet20Config,
+        "vgg16": VGGConfig,
+        "vgg19": VGGConfig,
+        "alexnet": AlexNetConfig,
+        "cifarnet": CifarNetConfig,
+    },
+    "dataset": {
+        "cifar10": Cifar10Config,
+        "cifar100": Cifar100Config,
+        "mnist": MNISTConfig,
+        "fashion_mnist": FashionMNISTConfig,
+        "imagenet": ImageNetConfig,
+        "synthetic": SyntheticConfig,
+    },
+}

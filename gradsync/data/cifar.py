@@ -1,0 +1,85 @@
+"""``dataset=cifar10`` / ``cifar100``: torchvision's CIFAR loaders on the python-pickle archives.
+
+``verify=false`` keeps torchvision's loader but gives it no MD5 checksums, so it only checks
+that each batch file exists (torchvision skips the hash when the expected MD5 is None). Test
+fixtures and re-packed copies of the data cannot match the published checksums.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from torchvision.datasets import CIFAR10, CIFAR100
+
+from gradsync.data import transforms
+from gradsync.data.spec import DataSpec, DataSplits
+
+
+def _unchecked(files: list[list[str]]) -> list[list[str | None]]:
+    return [[name, None] for name, _ in files]
+
+
+class _UncheckedCIFAR10(CIFAR10):
+    # Module-level classes (not built on the fly) so DataLoader workers can pickle them.
+    train_list = _unchecked(CIFAR10.train_list)
+    test_list = _unchecked(CIFAR10.test_list)
+    meta: ClassVar[dict[str, str | None]] = {**CIFAR10.meta, "md5": None}
+
+
+class _UncheckedCIFAR100(CIFAR100):
+    train_list = _unchecked(CIFAR100.train_list)
+    test_list = _unchecked(CIFAR100.test_list)
+    meta: ClassVar[dict[str, str | None]] = {**CIFAR100.meta, "md5": None}
+
+
+class Cifar10:
+    name: ClassVar[str] = "cifar10"
+    num_classes: ClassVar[int] = 10
+    stats: ClassVar[transforms.Stats] = transforms.CIFAR10_STATS
+    checked: ClassVar[type[CIFAR10]] = CIFAR10
+    unchecked: ClassVar[type[CIFAR10]] = _UncheckedCIFAR10
+
+    def __init__(
+        self, *, root: str, download: bool = False, verify: bool = True, augment: bool = True
+    ) -> None:
+        self.root = root
+        self.download = download
+        self.verify = verify
+        self.augment = augment
+
+    def load(self) -> DataSplits:
+        loader = self.checked if self.verify else self.unchecked
+        try:
+            train = loader(
+                self.root,
+                train=True,
+                download=self.download,
+                transform=transforms.cifar_train(self.stats, augment=self.augment),
+            )
+            test = loader(
+                self.root,
+                train=False,
+                transform=transforms.to_normalized_tensor(self.stats),
+            )
+        except RuntimeError as exc:
+            # torchvision's "not found or corrupted" does not say which option to change.
+            raise RuntimeError(
+                f"{self.name} files under {self.root}/{self.checked.base_folder} are missing or do "
+                "not match the published MD5 checksums; set dataset.download=true to fetch them "
+                "again, or dataset.verify=false to load them unchecked"
+            ) from exc
+        return DataSplits(
+            spec=DataSpec(
+                task="classification", num_classes=self.num_classes, input_shape=(3, 32, 32)
+            ),
+            train=train,
+            test=test,
+        )
+
+
+class Cifar100(Cifar10):
+    name: ClassVar[str] = "cifar100"
+    num_classes: ClassVar[int] = 100
+    stats: ClassVar[transforms.Stats] = transforms.CIFAR100_STATS
+    checked: ClassVar[type[CIFAR10]] = CIFAR100
+    unchecked: ClassVar[type[CIFAR10]] = _UncheckedCIFAR100

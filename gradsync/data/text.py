@@ -1,0 +1,109 @@
+"""``dataset=wikitext2`` and ``dataset=ptb``: word-level language-model corpora.
+
+Both are read through the ``datasets`` library, from the published text files under ``root``
+(default) or from the Hugging Face Hub (``download=true``, cached under ``root``). They differ
+only in file names and Hub names, so one class does the work and two subclasses name the files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from torch import Tensor
+from torch.utils.data import Dataset
+
+from gradsync.data.layouts import PTB_FILES, WIKITEXT2_FILES
+from gradsync.data.spec import DataSpec, DataSplits
+from gradsync.data.vocab import Vocabulary, tokenize
+
+# User-facing split names -> the names the Hub copies (and our data_files keys) use.
+EVAL_SPLITS = {"valid": "validation", "test": "test"}
+
+
+class TokenWindows(Dataset[tuple[Tensor, Tensor]]):
+    """Consecutive, non-overlapping windows of a token stream: ``(inputs, targets)``.
+
+    Window i covers tokens ``[i*T, (i+1)*T)`` and its targets are the same span shifted by one;
+    a final partial window is dropped. The trainer shuffles windows, so a model sees each as an
+    independent sequence (truncated BPTT without carrying state across windows).
+    """
+
+    def __init__(self, stream: Tensor, seq_len: int) -> None:
+        if seq_len < 1:
+            raise ValueError(f"seq_len must be >= 1, got {seq_len}")
+        self.stream = stream
+        self.seq_len = seq_len
+
+    def __len__(self) -> int:
+        # The last window needs one token beyond it for its final target.
+        return max(len(self.stream) - 1, 0) // self.seq_len
+
+    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        start = index * self.seq_len
+        window = self.stream[start : start + self.seq_len + 1]
+        return window[:-1], window[1:]
+
+
+class WordCorpus:
+    """A train/valid/test text corpus, tokenized by whitespace with ``<eos>`` per line."""
+
+    FILES: ClassVar[dict[str, str]] = {}
+    """Split name -> file under root, for reading local files."""
+
+    def __init__(
+        self,
+        *,
+        root: str,
+        download: bool = False,
+        seq_len: int = 35,
+        eval_split: str = "valid",
+        max_vocab: int | None = None,
+        hub_name: str,
+        hub_config: str | None = None,
+    ) -> None:
+        if eval_split not in EVAL_SPLITS:
+            raise ValueError(f"eval_split must be one of {', '.join(EVAL_SPLITS)}")
+        self.root = Path(root)
+        self.download = download
+        self.seq_len = seq_len
+        self.eval_split = EVAL_SPLITS[eval_split]
+        self.max_vocab = max_vocab
+        self.hub_name = hub_name
+        self.hub_config = hub_config
+
+    def load(self) -> DataSplits:
+        lines = self.read_lines(["train", self.eval_split])
+        train_tokens = tokenize(lines["train"])
+        vocab = Vocabulary.from_tokens(train_tokens, max_vocab=self.max_vocab)
+        return DataSplits(
+            spec=DataSpec(task="language_model", vocab_size=len(vocab)),
+            train=TokenWindows(vocab.encode(train_tokens), self.seq_len),
+            test=TokenWindows(vocab.encode(tokenize(lines[self.eval_split])), self.seq_len),
+        )
+
+    def read_lines(self, splits: list[str]) -> dict[str, Sequence[str]]:
+        """The raw lines of each split, from local files or from the Hub."""
+        import datasets  # heavy; only workers that load text data pay for it
+
+        datasets.disable_progress_bars()  # workers' stderr is the run's log, not a terminal
+        if self.download:
+            corpus = datasets.load_dataset(
+                self.hub_name, self.hub_config, cache_dir=str(self.root / "hf-cache")
+            )
+        else:
+            files = {split: str(self.root / self.FILES[split]) for split in splits}
+            corpus = datasets.load_dataset("text", data_files=files)
+        # The text is the only column; its name differs ("text" for WikiText, "sentence" for PTB).
+        return {split: corpus[split][corpus[split].column_names[0]] for split in splits}
+
+
+class WikiText2(WordCorpus):
+    FILES = WIKITEXT2_FILES
+
+
+class PennTreebank(WordCorpus):
+    FILES = PTB_FILES
