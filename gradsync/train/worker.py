@@ -26,6 +26,7 @@ from torch.utils.data import DataLoader, Subset
 
 from gradsync.comm.collective import TorchCollective
 from gradsync.data.sharding import ShardedBatchSampler, eval_shard
+from gradsync.data.spec import DataSplits
 from gradsync.dist.env import DistEnv
 from gradsync.tasks import build_task
 from gradsync.train import build as builders
@@ -62,6 +63,19 @@ def _broadcast_model(model: torch.nn.Module) -> None:
         dist.broadcast(tensor, src=0)
 
 
+def _load_data(cfg: DictConfig, env: DistEnv) -> DataSplits:
+    """Load the dataset; when it may be downloaded, local rank 0 fetches it while the others
+    wait, so no two processes write the same files."""
+    if not cfg.dataset.get("download", False):
+        return builders.build_data(cfg)
+    if env.local_rank != 0:
+        dist.barrier()
+    data = builders.build_data(cfg)
+    if env.local_rank == 0:
+        dist.barrier()
+    return data
+
+
 def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     t = cfg.trainer
     torch.set_num_threads(t.threads_per_worker)
@@ -70,8 +84,8 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     collective = TorchCollective()
     clock = make_clock(device)
 
+    data = _load_data(cfg, env)
     torch.manual_seed(t.seed)  # the same model everywhere ...
-    data = builders.build_data(cfg)
     model = builders.build_model(cfg, data.spec).to(device)
     _broadcast_model(model)
     torch.manual_seed(t.seed + env.rank)  # ... and per-worker randomness after that

@@ -44,3 +44,24 @@ def test_resnet18_synthetic_benchmark_reports_throughput(gradsync_cmd, cli_env, 
     s = summary(run_dir)
     assert s["status"] == "completed"
     assert s["final"]["perf/samples_per_s"] > 0
+
+
+def test_download_lets_one_process_per_host_prepare_the_data(gradsync_cmd, cli_env, tmp_path):
+    # With download=true, local rank 0 loads (and would fetch) first while the others wait at a
+    # barrier. Unchecked files that are present need no network, so this runs offline.
+    data, run_dir = tmp_path / "data", tmp_path / "run"
+    result = run_cli(
+        gradsync_cmd,
+        "run",
+        "model=resnet20",
+        "dataset=cifar10",
+        *write_cifar10(data),
+        "dataset.download=true",
+        *SHORT,
+        "trainer.max_steps=2",
+        f"hydra.run.dir={run_dir}",
+        env=cli_env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert summary(run_dir)["status"] == "completed"
