@@ -140,3 +140,37 @@ def test_sweep_continues_past_a_failed_job_and_marks_it(gradsync_cmd, cli_env, t
     assert [(r["job"], r["status"]) for r in rows] == [("0", "failed"), ("1", "completed")]
     assert "rank 1 failed: InjectedFault" in rows[0]["error"]
     assert float(rows[1]["eval/accuracy"]) > 0.1
+
+
+def test_ctrl_c_stops_every_worker_and_records_the_interruption(gradsync_cmd, cli_env, tmp_path):
+    run_dir = tmp_path / "run"
+    job = subprocess.Popen(
+        [
+            *gradsync_cmd,
+            "run",
+            "trainer.epochs=500",
+            "trainer.log_every=1",
+            "trainer.checkpoint=false",
+            f"hydra.run.dir={run_dir}",
+        ],
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (run_dir / "metrics.jsonl").exists() or not metrics(run_dir):
+            assert job.poll() is None, job.communicate()[1]
+            assert time.monotonic() < deadline, "the job never started training"
+            time.sleep(0.2)
+        job.send_signal(signal.SIGINT)  # what Ctrl-C sends to the launcher
+        _, stderr = job.communicate(timeout=30)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 130
+    assert "interrupted by the user" in stderr.strip().splitlines()[-1]
+    assert _workers_of(run_dir) == {}
+    s = summary(run_dir)
+    assert s["status"] == "interrupted" and s["exit_code"] == 130
