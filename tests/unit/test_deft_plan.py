@@ -1,0 +1,111 @@
+"""DEFT's planning functions against the invariants of SPECS §1.8."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from gradsync.compressors.deft_plan import (
+    assign_local_k,
+    bin_for_rank,
+    lpt_bins,
+    partition_layers,
+    selection_cost,
+)
+
+RESNET_LIKE = [1728, 64, 64, 36864, 64, 64, 36864, 64, 64, 73728, 128, 128, 147456, 5120, 10]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 8, 16])
+def test_partition_covers_everything_contiguously(n):
+    ranges = partition_layers(RESNET_LIKE, n)
+    total = sum(RESNET_LIKE)
+    assert ranges[0][0] == 0 and ranges[-1][1] == total
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+    threshold = total / n
+    for size in RESNET_LIKE:
+        assert all((e - s) <= max(threshold, math.ceil(size / n)) for s, e in ranges)
+
+
+def test_split_pieces_differ_by_at_most_one():
+    ranges = partition_layers([10, 103], 4)  # 103 > 113/4 is split into 26, 26, 26, 25
+    assert [e - s for s, e in ranges] == [10, 26, 26, 26, 25]
+
+
+def _random_case(rng: random.Random) -> tuple[list[float], list[int]]:
+    layers = rng.randint(1, 12)
+    sizes = [rng.randint(1, 500) for _ in range(layers)]
+    norms = [rng.random() * 10 for _ in range(layers)]
+    return norms, sizes
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_local_k_is_within_bounds_and_near_k(seed):
+    rng = random.Random(seed)
+    norms, sizes = _random_case(rng)
+    k = rng.randint(1, sum(sizes))
+    for exact in (False, True):
+        ks = assign_local_k(norms, sizes, k, exact=exact)
+        assert all(1 <= kj <= nj for kj, nj in zip(ks, sizes, strict=True))
+    ks = assign_local_k(norms, sizes, k, exact=True)
+    if k >= len(sizes) and all(kj < nj for kj, nj in zip(ks, sizes, strict=True)):
+        assert sum(ks) == k
+
+
+def test_exact_k_sums_to_k_and_is_proportional():
+    norms, sizes = [4.0, 2.0, 1.0, 1.0], [10_000] * 4
+    ks = assign_local_k(norms, sizes, 800, exact=True)
+    assert sum(ks) == 800
+    for kj, norm in zip(ks, norms, strict=True):
+        assert abs(kj - 800 * norm / sum(norms)) < len(norms)
+
+
+def test_default_mode_keeps_the_reference_rounding():
+    # floor with a running remainder: 7·3/6 = 3.5 -> 3, then 4·2/3 = 2.67 -> 2, then 2·1/1 = 2.
+    assert assign_local_k([3.0, 2.0, 1.0], [100, 100, 100], 7) == [3, 2, 2]
+    # Every layer gets at least one element, even past k.
+    assert assign_local_k([5.0, 0.0, 0.0], [10, 10, 10], 1) == [1, 1, 1]
+
+
+def _brute_force_makespan(costs: list[float], n: int) -> float:
+    best = math.inf
+    for assignment in itertools.product(range(n), repeat=len(costs)):
+        loads = [0.0] * n
+        for layer, b in enumerate(assignment):
+            loads[b] += costs[layer]
+        best = min(best, max(loads))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bins_partition_the_layers_and_meet_the_lpt_bound(seed):
+    rng = random.Random(seed)
+    n = rng.randint(1, 3)
+    sizes = [rng.randint(2, 300) for _ in range(rng.randint(1, 8))]
+    ks = [rng.randint(1, s) for s in sizes]
+    plan = lpt_bins(sizes, ks, n)
+    placed = sorted(j for b in plan.bins for j in b) + plan.common
+    assert sorted(placed) == list(range(len(sizes)))
+    assert all(ks[j] == sizes[j] for j in plan.common)
+    costs = [selection_cost(sizes[j], ks[j]) for j in range(len(sizes)) if j not in plan.common]
+    if costs:
+        optimum = _brute_force_makespan(costs, n)
+        assert max(plan.loads) <= (4 / 3 - 1 / (3 * n)) * optimum + 1e-9
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_rank_to_bin_is_a_bijection_that_rotates(n):
+    for step in range(2 * n):
+        assert sorted(bin_for_rank(r, step, n) for r in range(n)) == list(range(n))
+    assert [bin_for_rank(0, step, n) for step in range(n)] == list(range(n))
+
+
+def test_one_worker_selects_every_layer():
+    sizes = [50, 20, 30]
+    ks = assign_local_k([1.0, 2.0, 3.0], sizes, 10)
+    plan = lpt_bins(sizes, ks, 1)
+    assert sorted(plan.bins[0] + plan.common) == [0, 1, 2]
+    assert partition_layers(sizes, 1) == [(0, 50), (50, 70), (70, 100)]
