@@ -31,6 +31,36 @@ def _workers_of(run_dir: Path) -> dict[int, int]:
     return found
 
 
+def _start_long_job(
+    gradsync_cmd: list[str], env: dict[str, str], run_dir: Path
+) -> subprocess.Popen:
+    """A 2-worker job that would train for minutes, returned once it has logged a step."""
+    job = subprocess.Popen(
+        [
+            *gradsync_cmd,
+            "run",
+            "trainer.workers=2",
+            "trainer.epochs=500",
+            "trainer.log_every=1",
+            "trainer.checkpoint=false",
+            f"hydra.run.dir={run_dir}",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (run_dir / "metrics.jsonl").exists() or not metrics(run_dir):
+        if job.poll() is not None:
+            raise AssertionError(job.communicate()[1])
+        if time.monotonic() > deadline:
+            job.kill()
+            raise AssertionError("the job never started training")
+        time.sleep(0.2)
+    return job
+
+
 def test_injected_failure_stops_the_job_and_names_the_rank(gradsync_cmd, cli_env, tmp_path):
     run_dir = tmp_path / "run"
     env = {**cli_env, "GRADSYNC_FAULT": "1:6"}
@@ -60,27 +90,8 @@ def test_injected_failure_stops_the_job_and_names_the_rank(gradsync_cmd, cli_env
 
 def test_killed_worker_stops_the_job_within_seconds(gradsync_cmd, cli_env, tmp_path):
     run_dir = tmp_path / "run"
-    job = subprocess.Popen(
-        [
-            *gradsync_cmd,
-            "run",
-            "trainer.workers=2",
-            "trainer.epochs=500",
-            "trainer.log_every=1",
-            "trainer.checkpoint=false",
-            f"hydra.run.dir={run_dir}",
-        ],
-        env=cli_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    job = _start_long_job(gradsync_cmd, cli_env, run_dir)
     try:
-        deadline = time.monotonic() + 120
-        while not (run_dir / "metrics.jsonl").exists() or not metrics(run_dir):
-            assert job.poll() is None, job.communicate()[1]
-            assert time.monotonic() < deadline, "the job never started training"
-            time.sleep(0.2)
         workers = _workers_of(run_dir)
         assert set(workers) == {0, 1}
         os.kill(workers[1], signal.SIGKILL)
@@ -144,26 +155,8 @@ def test_sweep_continues_past_a_failed_job_and_marks_it(gradsync_cmd, cli_env, t
 
 def test_ctrl_c_stops_every_worker_and_records_the_interruption(gradsync_cmd, cli_env, tmp_path):
     run_dir = tmp_path / "run"
-    job = subprocess.Popen(
-        [
-            *gradsync_cmd,
-            "run",
-            "trainer.epochs=500",
-            "trainer.log_every=1",
-            "trainer.checkpoint=false",
-            f"hydra.run.dir={run_dir}",
-        ],
-        env=cli_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    job = _start_long_job(gradsync_cmd, cli_env, run_dir)
     try:
-        deadline = time.monotonic() + 120
-        while not (run_dir / "metrics.jsonl").exists() or not metrics(run_dir):
-            assert job.poll() is None, job.communicate()[1]
-            assert time.monotonic() < deadline, "the job never started training"
-            time.sleep(0.2)
         job.send_signal(signal.SIGINT)  # what Ctrl-C sends to the launcher
         _, stderr = job.communicate(timeout=30)
     finally:
