@@ -5,10 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from gradsync.data.spec import DataSpec
-
-VARIANTS = ("auto", "cifar", "imagenet")
-CIFAR_MAX_HEIGHT = 64
-"""``variant=auto`` picks the CIFAR variant for inputs at most this many pixels high."""
+from gradsync.models.variant_names import CIFAR_MAX_HEIGHT, VARIANTS
 
 
 def resolve_variant(variant: str, spec: DataSpec) -> str:

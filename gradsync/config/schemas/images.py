@@ -8,10 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from gradsync.config.schema import FileDatasetConfig, TaskBound, require
-
-# Kept in sync with gradsync.models.variants.VARIANTS; not imported so composing a config does
-# not import torch.
-VARIANTS = ("auto", "cifar", "imagenet")
+from gradsync.models.variant_names import VARIANTS  # torch-free: composing stays fast
 
 
 # ---- models -------------------------------------------------------------------------------
