@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
@@ -16,14 +16,24 @@ Payload = tuple[Tensor, ...]
 
 @runtime_checkable
 class Compressor(Protocol):
-    allreducible: ClassVar[bool]
+    allreducible: bool
     """Payloads of all workers can be summed elementwise on the wire (same layout everywhere)."""
-    lossless: ClassVar[bool]
+    lossless: bool
     """decompress(compress(g)) == g exactly, so error feedback has nothing to keep."""
     density: float
     """Fraction of elements a worker selects (1.0 for dense methods)."""
 
-    def compress(self, grad: Tensor, *, name: str, step: int) -> tuple[Payload, Any]: ...
+    def bind(self, collective: Collective) -> None:
+        """Give the compressor the workers' collective. Sparsifiers that must agree on an index
+        set (union top-k, CLT-k, DEFT) talk through it inside ``compress``; others ignore it."""
+        ...
+
+    def compress(
+        self, grad: Tensor, *, name: str, step: int, sizes: Sequence[int] | None = None
+    ) -> tuple[Payload, Any]:
+        """``grad`` is one flat group of tensors whose element counts are ``sizes`` (None: one
+        tensor). Returns what goes on the wire and a context that stays on this worker."""
+        ...
 
     def decompress(self, payload: Payload, ctx: Any) -> Tensor: ...
 
@@ -58,11 +68,18 @@ class Collective(Protocol):
     def broadcast(self, payload: Payload, *, src: int) -> Payload: ...
 
     def take_bytes(self) -> Any:
-        """Bytes moved since the last call (``.payload``, ``.wire``); resets the count."""
+        """Bytes moved since the last call (``.payload``, ``.wire``, and ``.seconds`` spent in
+        collectives); resets the count."""
         ...
 
-    def reduce_metrics(self, values: Sequence[float], *, device: torch.device) -> list[float]:
-        """Sum scalars over workers for logging, outside the byte count."""
+    def busy_seconds(self) -> float:
+        """Seconds spent inside counted collectives since the last ``take_bytes``."""
+        ...
+
+    def reduce_metrics(
+        self, values: Sequence[float], *, device: torch.device, op: str = "sum"
+    ) -> list[float]:
+        """Sum (or ``op="max"``) scalars over workers for logging, outside the byte count."""
         ...
 
 

@@ -9,20 +9,26 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _offline_vars(home: Path) -> dict[str, str]:
+    # Nothing a test starts may reach the network or the user's own wandb/HF state.
+    return {
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(home / "hf"),
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(home / "wandb"),
+        "WANDB_CONFIG_DIR": str(home / "wandb-config"),
+    }
+
+
 @pytest.fixture(autouse=True)
 def _offline_env(monkeypatch, tmp_path_factory):
-    # Nothing a test starts may reach the network or the user's own wandb/HF state.
-    home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(home / "hf"))
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(home / "wandb"))
-    monkeypatch.setenv("WANDB_CONFIG_DIR", str(home / "wandb-config"))
+    for key, value in _offline_vars(tmp_path_factory.mktemp("home")).items():
+        monkeypatch.setenv(key, value)
     monkeypatch.delenv("GRADSYNC_FAULT", raising=False)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def gradsync_cmd() -> list[str]:
     """The installed console script, as a user would type it."""
     script = Path(sys.executable).parent / "gradsync"
@@ -32,5 +38,13 @@ def gradsync_cmd() -> list[str]:
 @pytest.fixture
 def cli_env() -> dict[str, str]:
     env = dict(os.environ)
+    env.pop("GRADSYNC_FAULT", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def module_cli_env(tmp_path_factory) -> dict[str, str]:
+    """``cli_env`` for module-scoped fixtures (one run shared by several tests)."""
+    env = {**os.environ, **_offline_vars(tmp_path_factory.mktemp("home"))}
     env.pop("GRADSYNC_FAULT", None)
     return env

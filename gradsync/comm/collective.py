@@ -5,12 +5,16 @@ Two counts are kept per step:
   ``comm/bytes_sent``, the figure compression ratios are computed from.
 * ``wire`` bytes: what this worker transmits under the bandwidth-optimal ring algorithms
   (all-reduce 2(n-1)/n·N, all-gather (n-1)·N, broadcast N from the root), ``comm/bytes_wire``.
+The time spent inside counted collectives is kept too, so a sync strategy can tell a
+compressor's own work from the talking it does while selecting (union top-k, CLT-k, DEFT).
 Collectives used only to aggregate metrics go through ``reduce_metrics`` and are not counted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +28,10 @@ from gradsync.types import Payload
 class ByteCount:
     payload: int = 0
     wire: float = 0.0
+    seconds: float = 0.0
+
+
+_METRIC_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
 
 
 def _nbytes(tensor: Tensor) -> int:
@@ -33,10 +41,16 @@ def _nbytes(tensor: Tensor) -> int:
 class TorchCollective:
     """The gradsync ``Collective`` over one process group (``None``: the default group)."""
 
-    def __init__(self, *, group: dist.ProcessGroup | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        group: dist.ProcessGroup | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.group = group
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
+        self.clock = clock
         self._count = ByteCount()
 
     # ---- byte accounting ------------------------------------------------------------------
@@ -45,28 +59,48 @@ class TorchCollective:
         count, self._count = self._count, ByteCount()
         return count
 
+    def busy_seconds(self) -> float:
+        return self._count.seconds
+
     def _add(self, payload: int, wire: float) -> None:
         self._count.payload += payload
         self._count.wire += wire
+
+    @contextmanager
+    def _timed(self) -> Iterator[None]:
+        start = self.clock()
+        try:
+            yield
+        finally:
+            self._count.seconds += self.clock() - start
 
     # ---- collectives ----------------------------------------------------------------------
     def all_reduce(self, payload: Payload) -> Payload:
         """Sum every tensor of the payload over workers, in place."""
         n = self.world_size
-        for tensor in payload:
-            size = _nbytes(tensor)
-            self._add(size, 2 * (n - 1) / n * size)
-            dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group)
+        with self._timed():
+            for tensor in payload:
+                size = _nbytes(tensor)
+                self._add(size, 2 * (n - 1) / n * size)
+                dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group)
         return payload
 
     def all_gather(self, payload: Payload) -> list[Payload]:
         """Every worker's payload, in rank order. Tensors may differ in length across workers
         (first dimension); they are padded on the wire and trimmed on arrival."""
+        with self._timed():
+            return self._all_gather(payload)
+
+    def _all_gather(self, payload: Payload) -> list[Payload]:
         n = self.world_size
         gathered: list[list[Tensor]] = [[] for _ in range(n)]
         for tensor in payload:
             lengths = self._gather_lengths(tensor)
             longest = max(lengths)
+            if longest == 0:  # nobody has anything to send
+                for rank in range(n):
+                    gathered[rank].append(tensor[:0])
+                continue
             padded = tensor
             if tensor.shape[0] < longest:
                 pad = tensor.new_zeros((longest - tensor.shape[0], *tensor.shape[1:]))
@@ -88,27 +122,33 @@ class TorchCollective:
         return [int(x.item()) for x in lengths]
 
     def broadcast(self, payload: Payload, *, src: int) -> Payload:
-        for tensor in payload:
-            size = _nbytes(tensor)
-            self._add(size if self.rank == src else 0, size if self.rank == src else 0.0)
-            dist.broadcast(tensor, src=src, group=self.group)
+        with self._timed():
+            for tensor in payload:
+                size = _nbytes(tensor) if self.rank == src else 0
+                self._add(size, float(size))
+                dist.broadcast(tensor, src=src, group=self.group)
         return payload
 
     def send(self, payload: Payload, *, dst: int) -> None:
-        for tensor in payload:
-            self._add(_nbytes(tensor), _nbytes(tensor))
-            dist.send(tensor, dst=dst, group=self.group)
+        with self._timed():
+            for tensor in payload:
+                self._add(_nbytes(tensor), _nbytes(tensor))
+                dist.send(tensor, dst=dst, group=self.group)
 
     def recv(self, payload: Payload, *, src: int) -> Payload:
-        for tensor in payload:
-            dist.recv(tensor, src=src, group=self.group)
+        with self._timed():
+            for tensor in payload:
+                dist.recv(tensor, src=src, group=self.group)
         return payload
 
     # ---- uncounted: metrics only ------------------------------------------------------------
-    def reduce_metrics(self, values: Sequence[float], *, device: torch.device) -> list[float]:
-        """Sum scalars over workers for logging; not part of any method's traffic."""
+    def reduce_metrics(
+        self, values: Sequence[float], *, device: torch.device, op: str = "sum"
+    ) -> list[float]:
+        """Sum (``op="max"``: maximum) of scalars over workers for logging; not part of any
+        method's traffic."""
         if self.world_size == 1:
             return list(values)
         buf = torch.tensor(list(values), dtype=torch.float64, device=device)
-        dist.all_reduce(buf, op=dist.ReduceOp.SUM, group=self.group)
+        dist.all_reduce(buf, op=_METRIC_OPS[op], group=self.group)
         return buf.tolist()

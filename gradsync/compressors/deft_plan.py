@@ -115,3 +115,20 @@ def decision_worker(step: int, num_workers: int) -> int:
 def bin_for_rank(rank: int, step: int, num_workers: int) -> int:
     """The bin worker ``rank`` selects from at ``step``; the mapping rotates with the decider."""
     return (decision_worker(step, num_workers) + rank) % num_workers
+
+
+def encode_plan(plan: BinPlan) -> list[int]:
+    """The decision worker's plan as one integer vector of fixed length n + L: the bin sizes,
+    then every bin's layers, then the common layers (their count is what is left)."""
+    flat_bins = [j for layers in plan.bins for j in layers]
+    return [len(layers) for layers in plan.bins] + flat_bins + list(plan.common)
+
+
+def decode_plan(values: Sequence[int], num_workers: int) -> tuple[list[list[int]], list[int]]:
+    """Bins and common layers from ``encode_plan``'s vector."""
+    counts, rest = list(values[:num_workers]), list(values[num_workers:])
+    bins, offset = [], 0
+    for count in counts:
+        bins.append(rest[offset : offset + count])
+        offset += count
+    return bins, rest[offset:]

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
 from torch import Tensor
 
-from gradsync.types import Payload
+from gradsync.types import Collective, Payload
 
 
 class NoneCompressor:
-    allreducible: ClassVar[bool] = True
-    lossless: ClassVar[bool] = True
+    allreducible = True
+    lossless = True
 
     def __init__(self) -> None:
         self.density = 1.0
 
-    def compress(self, grad: Tensor, *, name: str, step: int) -> tuple[Payload, Any]:
+    def bind(self, collective: Collective) -> None:
+        return None  # nothing to agree on
+
+    def compress(
+        self, grad: Tensor, *, name: str, step: int, sizes: Sequence[int] | None = None
+    ) -> tuple[Payload, Any]:
         return (grad,), None
 
     def decompress(self, payload: Payload, ctx: Any) -> Tensor:

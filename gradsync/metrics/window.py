@@ -1,4 +1,4 @@
-"""Per-step measurements averaged over a log window, then over workers."""
+"""Per-step measurements kept over a log window, then averaged over steps and workers."""
 
 from __future__ import annotations
 
@@ -9,20 +9,24 @@ class MetricsWindow:
     """Accumulates per-step values; ``means()`` returns their averages and resets."""
 
     def __init__(self) -> None:
-        self._sums: dict[str, float] = defaultdict(float)
+        self._values: dict[str, list[float]] = defaultdict(list)
         self._steps = 0
 
     def add(self, values: dict[str, float]) -> None:
         for key, value in values.items():
-            self._sums[key] += value
+            self._values[key].append(value)
         self._steps += 1
 
     @property
     def steps(self) -> int:
         return self._steps
 
+    def series(self, key: str) -> list[float]:
+        """This window's per-step values of ``key``, oldest first."""
+        return list(self._values.get(key, []))
+
     def means(self) -> dict[str, float]:
-        means = {k: v / self._steps for k, v in self._sums.items()} if self._steps else {}
-        self._sums = defaultdict(float)
+        means = {k: sum(v) / len(v) for k, v in self._values.items() if v}
+        self._values = defaultdict(list)
         self._steps = 0
         return means

@@ -31,12 +31,15 @@ class AllreduceSync:
         self.compressor = compressor
         self.feedback = feedback
         self.collective = collective
+        compressor.bind(collective)
         self.clock = clock
         self._params: list[nn.Parameter] = []
+        self._sizes: list[int] = []
         self._optimizer: Optimizer | None = None
 
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
         self._params = [p for p in model.parameters() if p.requires_grad]
+        self._sizes = [p.numel() for p in self._params]
         self._optimizer = optimizer
 
     def _flat_grad(self) -> Tensor:
@@ -58,9 +61,13 @@ class AllreduceSync:
         start = self.clock()
         flat = self._flat_grad()
         compensated = self.feedback.compensate(flat, name=_FLAT)
-        payload, ctx = self.compressor.compress(compensated, name=_FLAT, step=step)
+        payload, ctx = self.compressor.compress(
+            compensated, name=_FLAT, step=step, sizes=self._sizes
+        )
         self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=_FLAT)
         compressed = self.clock()
+        # Time a compressor spent talking while it selected (index exchange) is communication.
+        agreeing = self.collective.busy_seconds()
 
         n = self.collective.world_size
         if self.compressor.allreducible:
@@ -87,8 +94,8 @@ class AllreduceSync:
             density_setup=self.compressor.density,
             density_actual=1.0 if selected is None else selected.numel() / numel,
             error_norm=self.feedback.norm(),
-            time_compress=compressed - start,
-            time_comm=communicated - compressed,
+            time_compress=compressed - start - agreeing,
+            time_comm=communicated - compressed + agreeing,
             time_update=updated - communicated,
         )
 

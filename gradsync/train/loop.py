@@ -166,8 +166,17 @@ class Trainer:
         n = self.collective.world_size
         return {k: v / n for k, v in zip(keys, sums, strict=True)}
 
+    def _slowest_worker(self, key: str) -> float:
+        """Mean over the window's steps of the largest per-step value on any worker: the worker
+        everyone waits for (a CLT-k leader, DEFT's busiest bin)."""
+        per_step = self.window.series(key)
+        maxima = self.collective.reduce_metrics(per_step, device=self.device, op="max")
+        return sum(maxima) / len(maxima)
+
     def _log_window(self) -> str:
+        compress_max = self._slowest_worker("time/compress")
         metrics = self._mean_over_workers(self.window.means())
+        metrics["time/compress_max"] = compress_max
         metrics["perf/samples_per_s"] = self.global_batch / metrics["time/iteration"]
         metrics["lr"] = self.lr_scheduler.get_last_lr()[0]
         metrics.update(self._clock_metrics())

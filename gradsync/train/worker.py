@@ -207,5 +207,16 @@ def main(argv: list[str] | None = None) -> int:
             dist.destroy_process_group()
 
 
+def exit_now(code: int) -> None:
+    """Flush and leave without running C++ static destructors: a gloo or TCP-store thread still
+    joinable at that point calls std::terminate ("terminate called without an active
+    exception") and turns a finished run into a SIGABRT. Everything the run writes is closed
+    by now (logger, checkpoints, error file)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

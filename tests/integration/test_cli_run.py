@@ -22,6 +22,7 @@ METRIC_NAMES = {
     "time/forward",
     "time/backward",
     "time/compress",
+    "time/compress_max",
     "time/comm",
     "time/update",
     "time/iteration",

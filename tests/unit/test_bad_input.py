@@ -7,7 +7,10 @@ import pytest
 from gradsync.config.compose import ConfigError, compose_jobs
 
 CASES = [
-    (["compressor=nope"], "unknown compressor 'nope'; valid options: none, randomk"),
+    (
+        ["compressor=nope"],
+        "unknown compressor 'nope'; valid options: cltk, deft, none, randomk, threshold, topk",
+    ),
     (["model=resnet9000"], "unknown model 'resnet9000'; valid options: "),
     (["trainer.wrkers=2"], "unknown key 'trainer.wrkers'; valid keys in trainer: workers"),
     (
@@ -22,6 +25,17 @@ CASES = [
     (["compressor=randomk", "compressor.density=0"], "compressor.density must be in (0, 1]"),
     (["compressor=randomk", "compressor.density=1.01"], "compressor.density must be in (0, 1]"),
     (["compressor=randomk", "compressor.density=-0.5"], "compressor.density must be in (0, 1]"),
+    (["compressor=deft", "compressor.density=0"], "compressor.density must be in (0, 1]"),
+    (["compressor=topk", "compressor.density=2"], "compressor.density must be in (0, 1]"),
+    (
+        ["compressor=topk", "compressor.exchange=allreduce"],
+        "compressor.exchange=allreduce is not valid for topk: every worker selects different "
+        "indices, so values cannot be summed elementwise; valid: union, allgather",
+    ),
+    (["compressor=threshold", "compressor.exchange=ring"], "valid: union, allgather"),
+    (["compressor=topk", "compressor.scope=row"], "unknown compressor.scope 'row'; valid: global"),
+    (["compressor=threshold", "compressor.threshold=-1"], "compressor.threshold must be >= 0"),
+    (["compressor=cltk", "compressor.exchange=union"], "unknown key 'compressor.exchange'"),
     (["trainer.optimizer=lion"], "expected one of [sgd, adam]"),
     (["trainer.adam_betas=[0.9]"], "trainer.adam_betas must be two numbers in [0, 1)"),
     (["trainer.lr=0.1,0.2"], "add -m to sweep"),

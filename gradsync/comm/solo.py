@@ -1,0 +1,40 @@
+"""The collective of a world of one worker, without a process group.
+
+Every operation is the identity, as it is for a real group of size 1, and nothing goes on the
+wire. Compressors start bound to it (so they can be used and tested on their own) until a sync
+strategy binds them to the real collective.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from gradsync.comm.collective import ByteCount
+from gradsync.types import Payload
+
+
+class SoloCollective:
+    rank = 0
+    world_size = 1
+
+    def all_reduce(self, payload: Payload) -> Payload:
+        return payload
+
+    def all_gather(self, payload: Payload) -> list[Payload]:
+        return [payload]
+
+    def broadcast(self, payload: Payload, *, src: int) -> Payload:
+        return payload
+
+    def take_bytes(self) -> ByteCount:
+        return ByteCount()
+
+    def busy_seconds(self) -> float:
+        return 0.0
+
+    def reduce_metrics(
+        self, values: Sequence[float], *, device: torch.device, op: str = "sum"
+    ) -> list[float]:
+        return list(values)

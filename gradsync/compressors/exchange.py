@@ -1,0 +1,101 @@
+"""How locally selected indices travel (SPECS §3): ``compressor.exchange=union|allgather``.
+
+* ``union`` (the DEFT paper's Top-k baseline): all-gather the indices, take their union U, and
+  all-reduce every worker's values at U. Memory is cleared on all of U. Density grows with the
+  number of workers, up to n times the setup density: the "gradient build-up".
+* ``allgather`` (GRACE, OMGS, sands-lab): all-gather (values, indices); the receiver adds them
+  up. Each worker clears its memory only where it selected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradsync.compressors.choices import EXCHANGES
+from gradsync.compressors.sparse import (
+    SparseCtx,
+    UsesCollective,
+    group_sizes,
+    index_dtype,
+    scatter,
+)
+from gradsync.types import Collective, Payload
+
+
+def union_of_indices(indices: Tensor, numel: int, collective: Collective) -> Tensor:
+    """The sorted union (int64) of every worker's ``indices``, identical on all workers."""
+    gathered = collective.all_gather((indices.to(index_dtype(numel)),))
+    return torch.unique(torch.cat([received[0] for received in gathered])).long()
+
+
+class UnionExchange:
+    allreducible = True
+
+    def pack(
+        self, flat: Tensor, indices: Tensor, shape: torch.Size, collective: Collective
+    ) -> tuple[Payload, Any]:
+        union = union_of_indices(indices, flat.numel(), collective)
+        return (flat[union],), SparseCtx(indices=union, shape=shape)
+
+    def unpack(self, payload: Payload, ctx: SparseCtx) -> Tensor:
+        return scatter(payload[0], ctx.indices, ctx.shape)
+
+    def selected(self, payload: Payload, ctx: SparseCtx) -> Tensor:
+        return ctx.indices
+
+
+class AllgatherExchange:
+    allreducible = False
+
+    def pack(
+        self, flat: Tensor, indices: Tensor, shape: torch.Size, collective: Collective
+    ) -> tuple[Payload, Any]:
+        return (flat[indices], indices.to(index_dtype(flat.numel()))), shape
+
+    def unpack(self, payload: Payload, ctx: torch.Size) -> Tensor:
+        values, indices = payload
+        return scatter(values, indices, ctx)
+
+    def selected(self, payload: Payload, ctx: torch.Size) -> Tensor:
+        return payload[1].long()
+
+
+def make_exchange(name: str) -> UnionExchange | AllgatherExchange:
+    if name == "union":
+        return UnionExchange()
+    if name == "allgather":
+        return AllgatherExchange()
+    raise ValueError(f"unknown exchange {name!r}; valid: {', '.join(EXCHANGES)}")
+
+
+class ExchangedSparsifier(UsesCollective):
+    """Base of sparsifiers that select locally (top-k, threshold) and exchange as configured."""
+
+    lossless = False
+    density: float
+
+    def __init__(self, *, exchange: str) -> None:
+        super().__init__()
+        self.exchange = make_exchange(exchange)
+        self.allreducible = self.exchange.allreducible
+
+    def select(self, flat: Tensor, sizes: list[int]) -> Tensor:
+        """This worker's indices (int64) into ``flat``."""
+        raise NotImplementedError
+
+    def compress(
+        self, grad: Tensor, *, name: str, step: int, sizes: Sequence[int] | None = None
+    ) -> tuple[Payload, Any]:
+        flat = grad.reshape(-1)
+        indices = self.select(flat, group_sizes(grad, sizes))
+        return self.exchange.pack(flat, indices, grad.shape, self.collective)
+
+    def decompress(self, payload: Payload, ctx: Any) -> Tensor:
+        return self.exchange.unpack(payload, ctx)
+
+    def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
+        return self.exchange.selected(payload, ctx)

@@ -1,0 +1,88 @@
+"""What every sparsifier shares: index dtypes, scattering, and the agreed-index-set base class.
+
+A sparsifier whose workers agree on one index set ``I`` (random-k from a shared seed, union top-k,
+CLT-k, DEFT) sends only the values at ``I``: payloads then line up elementwise and are summed by
+an all-reduce. The subclass says how the workers agree (``agree``); the rest is here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradsync.comm.solo import SoloCollective
+from gradsync.types import Collective, Payload
+
+
+def index_dtype(numel: int) -> torch.dtype:
+    """The narrowest index type that addresses ``numel`` elements: indices go on the wire at this
+    size, as real sparse all-gathers send them."""
+    return torch.int32 if numel <= torch.iinfo(torch.int32).max else torch.int64
+
+
+def group_sizes(grad: Tensor, sizes: Sequence[int] | None) -> list[int]:
+    """Element counts of the tensors in a flat group (one tensor when ``sizes`` is None)."""
+    if sizes is None:
+        return [grad.numel()]
+    if sum(sizes) != grad.numel():
+        raise ValueError(f"sizes add up to {sum(sizes)}, but the gradient has {grad.numel()}")
+    return list(sizes)
+
+
+def density_k(density: float, numel: int) -> int:
+    """k = int(density * numel), the floor every reference implementation uses, but at least 1."""
+    return max(1, int(density * numel))
+
+
+def scatter(values: Tensor, indices: Tensor, shape: torch.Size) -> Tensor:
+    """A dense tensor of ``shape``, zero except ``values`` at the flat ``indices``."""
+    dense = values.new_zeros(shape.numel())
+    dense[indices.long()] = values
+    return dense.view(shape)
+
+
+@dataclass(frozen=True)
+class SparseCtx:
+    indices: Tensor
+    """Flat indices (int64) whose values the payload carries, in payload order."""
+    shape: torch.Size
+
+
+class UsesCollective:
+    """A compressor that talks to the other workers while it selects. It starts with the world of
+    one (usable on its own) until the sync strategy binds the job's collective."""
+
+    def __init__(self) -> None:
+        self.collective: Collective = SoloCollective()
+
+    def bind(self, collective: Collective) -> None:
+        self.collective = collective
+
+
+class AgreedIndexCompressor(UsesCollective):
+    """Base of sparsifiers whose workers all send values at the same index set."""
+
+    allreducible = True
+    lossless = False
+    density: float
+
+    def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int]) -> Tensor:
+        """The index set (int64, same on every worker) whose values this step sends."""
+        raise NotImplementedError
+
+    def compress(
+        self, grad: Tensor, *, name: str, step: int, sizes: Sequence[int] | None = None
+    ) -> tuple[Payload, Any]:
+        flat = grad.reshape(-1)
+        indices = self.agree(flat, name=name, step=step, sizes=group_sizes(grad, sizes))
+        return (flat[indices],), SparseCtx(indices=indices, shape=grad.shape)
+
+    def decompress(self, payload: Payload, ctx: Any) -> Tensor:
+        return scatter(payload[0], ctx.indices, ctx.shape)
+
+    def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
+        return ctx.indices

@@ -1,0 +1,29 @@
+"""``compressor=topk``: the k largest-magnitude elements, with error feedback (SPECS §3).
+
+``scope=global`` takes k = int(density·n_g) over the whole flattened model ("gtopk");
+``scope=layer`` takes k_l = max(1, int(density·n_l)) inside every tensor. ``exchange`` chooses
+how the selections travel (see ``exchange.py``).
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from gradsync.compressors.choices import SCOPES
+from gradsync.compressors.exchange import ExchangedSparsifier
+from gradsync.compressors.selection import per_tensor_topk_indices, topk_indices
+from gradsync.compressors.sparse import density_k
+
+
+class TopKCompressor(ExchangedSparsifier):
+    def __init__(self, *, density: float, exchange: str = "union", scope: str = "global") -> None:
+        super().__init__(exchange=exchange)
+        if scope not in SCOPES:
+            raise ValueError(f"unknown scope {scope!r}; valid: {', '.join(SCOPES)}")
+        self.density = density
+        self.scope = scope
+
+    def select(self, flat: Tensor, sizes: list[int]) -> Tensor:
+        if self.scope == "layer":
+            return per_tensor_topk_indices(flat, sizes, self.density)
+        return topk_indices(flat, density_k(self.density, flat.numel()))

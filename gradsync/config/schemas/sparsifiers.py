@@ -1,0 +1,81 @@
+"""Schemas of the sparsifiers that select by magnitude: topk, threshold, cltk, deft."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gradsync.compressors.choices import EXCHANGES, SCOPES
+from gradsync.config.schema import require
+from gradsync.config.schemas.core import SparsifierConfig
+
+
+def _check_exchange(exchange: str, compressor: str) -> None:
+    if exchange == "allreduce":
+        raise ValueError(
+            f"compressor.exchange=allreduce is not valid for {compressor}: every worker selects "
+            "different indices, so values cannot be summed elementwise; valid: "
+            f"{', '.join(EXCHANGES)} (or use compressor=randomk, cltk or deft, which all-reduce)"
+        )
+    require(
+        exchange in EXCHANGES,
+        f"unknown compressor.exchange {exchange!r}; valid: {', '.join(EXCHANGES)}",
+    )
+
+
+@dataclass
+class TopKConfig(SparsifierConfig):
+    _target_: str = "gradsync.compressors.topk.TopKCompressor"
+    exchange: str = "union"
+    """union: all-gather indices, all-reduce values on their union (DEFT's baseline);
+    allgather: all-gather values and indices (GRACE/OMGS)."""
+    scope: str = "global"
+    """global: k over the whole model; layer: k_l = max(1, int(density * n_l)) per tensor."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_exchange(self.exchange, "topk")
+        require(
+            self.scope in SCOPES,
+            f"unknown compressor.scope {self.scope!r}; valid: {', '.join(SCOPES)}",
+        )
+
+
+@dataclass
+class ThresholdConfig(SparsifierConfig):
+    _target_: str = "gradsync.compressors.threshold.ThresholdCompressor"
+    density: float = 0.001
+    """Used only to derive the threshold when it is unset: λ = 1/(2·sqrt(int(density·n_g)))."""
+    threshold: float | None = None
+    """λ: elements with |x| >= λ are sent. Fixed for the whole run."""
+    exchange: str = "union"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_exchange(self.exchange, "threshold")
+        require(
+            self.threshold is None or self.threshold >= 0,
+            f"compressor.threshold must be >= 0, got {self.threshold}",
+        )
+
+
+@dataclass
+class CLTKConfig(SparsifierConfig):
+    _target_: str = "gradsync.compressors.cltk.CLTKCompressor"
+
+
+@dataclass
+class DEFTConfig(SparsifierConfig):
+    _target_: str = "gradsync.compressors.deft.DEFTCompressor"
+    exact_k: bool = False
+    """false: the authors' floor rounding (the local k's may miss k by a few); true: they add up
+    to exactly k whenever k >= the number of layers."""
+
+
+SCHEMAS: dict[str, dict[str, type]] = {
+    "compressor": {
+        "topk": TopKConfig,
+        "threshold": ThresholdConfig,
+        "cltk": CLTKConfig,
+        "deft": DEFTConfig,
+    }
+}
