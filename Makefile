@@ -32,7 +32,8 @@ format: install
 	$(BIN)/ruff check --fix .
 
 bench: install
-	$(BIN)/python benchmarks/allreduce_vs_ddp.py
+	$(BIN)/python -m benchmarks.allreduce_vs_ddp --write
+	$(BIN)/python -m benchmarks.sparsifiers --write
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache .ruff_cache

@@ -3,7 +3,7 @@
 Both run in the same worker processes, alternating in blocks (ABAB...) so that machine noise
 hits both alike; the figure reported is the ratio of median step times. Run from the repo root:
 
-    .venv/bin/python benchmarks/allreduce_vs_ddp.py --write
+    .venv/bin/python -m benchmarks.allreduce_vs_ddp --write
 
 ``--write`` replaces this benchmark's section of BENCHMARKS.md with the table and the command.
 """
@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import platform
 import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from benchmarks.report import machine, write_section
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.none import NoneCompressor
 from gradsync.data.digits import Digits
@@ -36,7 +35,6 @@ MODELS = {
     "cnn": lambda spec: CNN(spec=spec, channels=[16, 32], hidden=64),
     "mlp-wide": lambda spec: MLP(spec=spec, hidden=[1024, 1024, 1024]),
 }
-BEGIN, END = "<!-- allreduce_vs_ddp:begin -->", "<!-- allreduce_vs_ddp:end -->"
 
 
 def _batches(rank: int, world: int, batch: int):
@@ -138,10 +136,9 @@ def main() -> None:
             p.join()
 
     lines = [
-        f"`{' '.join(['python', 'benchmarks/allreduce_vs_ddp.py', *sys.argv[1:]])}` — "
-        f"{args.workers} gloo workers on one host ({platform.processor() or platform.machine()}, "
-        f"{mp.cpu_count()} cores), batch {args.batch_size}/worker, median of {args.rounds} "
-        f"alternating blocks of {args.steps} steps, torch {torch.__version__}",
+        f"`{' '.join(['python -m benchmarks.allreduce_vs_ddp', *sys.argv[1:]])}` — "
+        f"{args.workers} gloo workers on one host ({machine()}), batch {args.batch_size}/worker, "
+        f"median of {args.rounds} alternating blocks of {args.steps} steps",
         "",
         "| model | parameters | gradsync allreduce ms/step | DDP ms/step | gradsync / DDP "
         "| all-reduce share of gradsync step |",
@@ -155,15 +152,7 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     if args.write:
-        path = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
-        text = path.read_text() if path.exists() else "# Benchmarks\n"
-        section = f"{BEGIN}\n{table}\n{END}"
-        if BEGIN in text:
-            head, rest = text.split(BEGIN, 1)
-            text = head + section + rest.split(END, 1)[1]
-        else:
-            text = text.rstrip() + "\n\n## Dense all-reduce vs PyTorch DDP\n\n" + section + "\n"
-        path.write_text(text)
+        write_section("allreduce_vs_ddp", "Dense all-reduce vs PyTorch DDP", table)
 
 
 if __name__ == "__main__":

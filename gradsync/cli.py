@@ -17,7 +17,12 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync import __version__
-from gradsync.config.compose import ConfigError, compose_jobs, write_resolved
+from gradsync.config.compose import (
+    ConfigError,
+    compose_jobs,
+    defer_keys_of_swept_groups,
+    write_resolved,
+)
 from gradsync.config.instantiate import build
 from gradsync.config.schema import register_schemas
 from gradsync.metrics.summary import write_summary
@@ -197,6 +202,12 @@ def _run_command(args: list[str]) -> int:
         except ConfigError as exc:
             _fail(str(exc))
     _outcomes.command = shlex.join(["gradsync", "run", *args])
+    if any(a in _MULTIRUN_FLAGS for a in args):
+        positions = [i for i, a in enumerate(args) if "=" in a and not a.startswith("-")]
+        deferred = defer_keys_of_swept_groups([args[i] for i in positions])
+        args = list(args)
+        for i, text in zip(positions, deferred, strict=True):
+            args[i] = text
     sys.argv = ["gradsync", *args]  # what Hydra parses
     _hydra_main()
     if _outcomes.failed and any(a in _MULTIRUN_FLAGS for a in args):

@@ -26,4 +26,19 @@ class RandomKCompressor(AgreedIndexCompressor):
         mixed = self.seed * 0x9E3779B1 + step * 0x85EBCA77 + zlib.crc32(name.encode())
         gen.manual_seed(mixed % (1 << 63))
         k = density_k(self.density, flat.numel())
-        return torch.randperm(flat.numel(), generator=gen)[:k].to(flat.device)
+        return random_subset(flat.numel(), k, gen).to(flat.device)
+
+
+def random_subset(n: int, k: int, gen: torch.Generator) -> Tensor:
+    """k distinct indices in [0, n), uniformly among all k-subsets, in O(k log k) rather than
+    the O(n) of a full permutation (which dominated the step for large models).
+
+    Draws with replacement until at least k distinct values are in hand; given its size, that
+    set is a uniform random subset, so k of it taken by a random permutation are too."""
+    if 2 * k > n:
+        return torch.randperm(n, generator=gen)[:k]
+    distinct = torch.empty(0, dtype=torch.int64)
+    while distinct.numel() < k:
+        draws = torch.randint(n, (k + k // 8 + 16,), generator=gen)
+        distinct = torch.unique(torch.cat([distinct, draws]))
+    return distinct[torch.randperm(distinct.numel(), generator=gen)[:k]]

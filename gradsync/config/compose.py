@@ -44,6 +44,26 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
     return batch
 
 
+def defer_keys_of_swept_groups(overrides: list[str]) -> list[str]:
+    """Rewrite ``group.key=v`` as the one-value sweep ``group.key=choice(v)`` when ``group`` is
+    swept. Hydra composes a -m command once with each swept group at its default before
+    splitting it into jobs, so ``-m compressor=topk,deft compressor.density=0.1`` would fail on
+    ``compressor=none``, which has no density; a sweep value is applied only per job."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    swept_groups = {
+        o.key_or_group for o in parsed if o.is_sweep_override() and "." not in o.key_or_group
+    }
+    rewritten = []
+    for override, text in zip(parsed, overrides, strict=True):
+        group, dot, _ = override.key_or_group.partition(".")
+        plain = override.package is None and override.type.name == "CHANGE"
+        if plain and dot and group in swept_groups and not override.is_sweep_override():
+            key, value = text.split("=", 1)
+            text = f"{key}=choice({value})"
+        rewritten.append(text)
+    return rewritten
+
+
 def compose_jobs(overrides: list[str], *, multirun: bool) -> list[DictConfig]:
     """The composed config of every job, each checked; ConfigError on the first problem."""
     register_schemas()
@@ -184,6 +204,14 @@ def _composition_error(exc: HydraException, overrides: list[str], *, multirun: b
         argument = re.search(r"argument '([^']+)'", message)
         what = argument.group(1) if argument else "an override"
         return f"{what} lists several values: add -m to sweep over them, or quote it"
+    in_file = re.search(r"In '([^']+)': \w+ raised while composing", message)
+    full_key = re.search(r"full_key: (\S+)", message)
+    if in_file and full_key and "not in" in message:
+        full_key, group = full_key.group(1), full_key.group(1).split(".")[0]
+        return (
+            f"{in_file.group(1)} sets {full_key}, which the chosen {group} option does not "
+            f"have; choose a {group} that has it (see `gradsync run --help`)"
+        )
     merging = re.search(r"Error merging override (\S+)", message)
     if merging:
         cause = exc.__cause__

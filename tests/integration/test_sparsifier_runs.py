@@ -4,6 +4,8 @@ builds it up, and all of them train digits about as well as dense SGD."""
 
 from __future__ import annotations
 
+import csv
+
 import pytest
 
 from tests.helpers.cli import metrics, run_cli, summary
@@ -85,3 +87,20 @@ def test_invalid_exchange_is_one_line_naming_the_valid_choices(gradsync_cmd, cli
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "valid: union, allgather" in lines[0], result.stderr
+
+
+def test_sweep_over_compressors_with_a_shared_setting(gradsync_cmd, cli_env, tmp_path):
+    # compressor.density applies to each job's compressor, though the default (none) has none.
+    result = run_cli(
+        gradsync_cmd,
+        "run",
+        "-m",
+        "compressor=topk,cltk",
+        "compressor.density=0.05",
+        "trainer.max_steps=1",
+        f"hydra.sweep.dir={tmp_path}",
+        env=cli_env,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader((tmp_path / "summary.csv").open()))
+    assert [float(r["comm/density_setup"]) for r in rows] == [0.05, 0.05]

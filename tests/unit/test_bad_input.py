@@ -36,6 +36,11 @@ CASES = [
     (["compressor=topk", "compressor.scope=row"], "unknown compressor.scope 'row'; valid: global"),
     (["compressor=threshold", "compressor.threshold=-1"], "compressor.threshold must be >= 0"),
     (["compressor=cltk", "compressor.exchange=union"], "unknown key 'compressor.exchange'"),
+    (
+        ["experiment=deft_ncf_movielens", "compressor=none"],
+        "experiment/deft_ncf_movielens sets compressor.density, which the chosen compressor "
+        "option does not have",
+    ),
     (["trainer.optimizer=lion"], "expected one of [sgd, adam]"),
     (["trainer.adam_betas=[0.9]"], "trainer.adam_betas must be two numbers in [0, 1)"),
     (["trainer.lr=0.1,0.2"], "add -m to sweep"),
@@ -70,3 +75,19 @@ def test_every_job_of_a_sweep_is_checked_before_any_runs():
 def test_resume_path_without_checkpoint(tmp_path):
     with pytest.raises(ConfigError, match="holds no checkpoint"):
         compose_jobs([f"trainer.resume={tmp_path}"], multirun=False)
+
+
+def test_keys_of_a_swept_group_are_applied_per_job():
+    from gradsync.config.compose import defer_keys_of_swept_groups
+
+    assert defer_keys_of_swept_groups(
+        ["compressor=topk,deft", "compressor.density=0.1", "trainer.lr=0.1", "model.hidden=[]"]
+    ) == [
+        "compressor=topk,deft",
+        "compressor.density=choice(0.1)",
+        "trainer.lr=0.1",
+        "model.hidden=[]",
+    ]
+    # already a sweep, or the group is not swept: unchanged
+    unchanged = ["compressor=topk", "compressor.density=0.1,0.01", "model.hidden=[1]"]
+    assert defer_keys_of_swept_groups(unchanged) == unchanged

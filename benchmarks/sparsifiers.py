@@ -1,0 +1,241 @@
+"""The sparsifiers of issue 4, measured three ways. Run from the repository root:
+
+    .venv/bin/python -m benchmarks.sparsifiers --write            # all three parts
+    .venv/bin/python -m benchmarks.sparsifiers selection --write  # or one part
+
+* ``selection``: DEFT's selection time on the slowest worker against one ``torch.topk`` over the
+  whole model at the same density, for n = 1..16 workers, on real ResNet-18 and VGG-16 (CIFAR)
+  gradients. The n workers' bins are timed one after another in this process, one thread each,
+  as each worker would run its own bin.
+* ``buildup``: actual density of topk (union), threshold, cltk and deft in real multi-process
+  runs through the CLI (digits, CNN) at n = 2, 4, 8 workers.
+* ``throughput``: MB of gradient per second through compress + decompress for each
+  sparsifier on one worker, next to a plain memory copy of the same data.
+
+``--write`` replaces each part's section of BENCHMARKS.md with its table and this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+from torch import Tensor, nn
+
+from benchmarks.report import machine, write_section
+from gradsync.compressors.cltk import CLTKCompressor
+from gradsync.compressors.deft import DEFTCompressor
+from gradsync.compressors.deft_plan import assign_local_k, lpt_bins, partition_layers
+from gradsync.compressors.randomk import RandomKCompressor
+from gradsync.compressors.selection import layerwise_topk_indices, range_norms, topk_indices
+from gradsync.compressors.sparse import density_k
+from gradsync.compressors.threshold import ThresholdCompressor
+from gradsync.compressors.topk import TopKCompressor
+from gradsync.data.spec import DataSpec
+from gradsync.models.resnet import ResNet
+from gradsync.models.vgg import VGG
+
+CIFAR10 = DataSpec(task="classification", num_classes=10, input_shape=(3, 32, 32))
+MODELS: dict[str, Callable[[], nn.Module]] = {
+    "ResNet-18": lambda: ResNet(spec=CIFAR10, depth=18, variant="cifar"),
+    "VGG-16": lambda: VGG(spec=CIFAR10, depth=16, variant="cifar"),
+}
+
+
+def real_gradient(name: str) -> tuple[Tensor, list[int]]:
+    """One backward pass of ``name`` on a random CIFAR-sized batch: a flat gradient with the
+    per-layer scale differences real training has, and its tensor sizes."""
+    torch.manual_seed(0)
+    model = MODELS[name]()
+    x, y = torch.randn(8, *CIFAR10.input_shape), torch.randint(0, 10, (8,))
+    nn.functional.cross_entropy(model(x), y).backward()
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.cat([p.grad.reshape(-1) for p in params]), [p.numel() for p in params]
+
+
+def median_time(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# ---- selection cost ------------------------------------------------------------------------
+def deft_selection_times(
+    flat: Tensor, sizes: list[int], density: float, n: int, repeats: int
+) -> tuple[float, float]:
+    """(slowest bin's top-k time, per-worker planning time: norms + local k + LPT)."""
+    ranges = partition_layers(sizes, n)
+    lengths = [end - start for start, end in ranges]
+    k = density_k(density, flat.numel())
+
+    def plan() -> object:
+        ks = assign_local_k(range_norms(flat, ranges), lengths, k)
+        return ks, lpt_bins(lengths, ks, n)
+
+    ks, bins = plan()
+    planning = median_time(plan, repeats)
+    slowest = 0.0
+    for layers in bins.bins:
+        own_ranges, own_ks = [ranges[j] for j in layers], [ks[j] for j in layers]
+        slowest = max(
+            slowest,
+            median_time(lambda r=own_ranges, q=own_ks: layerwise_topk_indices(flat, r, q), repeats),
+        )
+    return slowest, planning
+
+
+def selection_table(density: float, workers: list[int], repeats: int) -> str:
+    lines = [
+        "| model | parameters | n | full top-k ms | DEFT slowest bin ms | DEFT planning ms "
+        "| speed-up (bin) | speed-up (bin + planning) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in MODELS:
+        flat, sizes = real_gradient(name)
+        full = median_time(lambda f=flat: topk_indices(f, density_k(density, f.numel())), repeats)
+        for n in workers:
+            slowest, planning = deft_selection_times(flat, sizes, density, n, repeats)
+            with_planning = full / (slowest + planning)
+            lines.append(
+                f"| {name} | {flat.numel():,} | {n} | {full * 1e3:.1f} | {slowest * 1e3:.1f} | "
+                f"{planning * 1e3:.1f} | {full / slowest:.1f}x | {with_planning:.1f}x |"
+            )
+    return "\n".join(lines)
+
+
+# ---- build-up ------------------------------------------------------------------------------
+BUILDUP_COMPRESSORS = ["topk", "threshold", "cltk", "deft"]
+
+
+def buildup_table(density: float, workers: list[int], steps: int) -> str:
+    with tempfile.TemporaryDirectory() as sweep_dir:
+        command = [
+            str(Path(sys.executable).parent / "gradsync"),
+            "run",
+            "-m",
+            f"compressor={','.join(BUILDUP_COMPRESSORS)}",
+            f"compressor.density={density}",
+            f"trainer.workers={','.join(map(str, workers))}",
+            f"trainer.max_steps={steps}",
+            "trainer.log_every=1",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+        subprocess.run(command, check=True, capture_output=True, text=True)
+        rows: dict[tuple[str, int], list[float]] = {}
+        for job in sorted(Path(sweep_dir).iterdir()):
+            if not (job / "config.yaml").exists():
+                continue
+            cfg = OmegaConf.load(job / "config.yaml")
+            option = cfg.compressor._target_.split(".")[2]  # the option is named by its module
+            metrics = [json.loads(line) for line in (job / "metrics.jsonl").open()]
+            rows[(option, cfg.trainer.workers)] = [
+                m["comm/density_actual"] for m in metrics if "comm/density_actual" in m
+            ]
+    header = "| compressor | " + " | ".join(f"n={n} mean (min–max)" for n in workers) + " |"
+    lines = [header, "|---|" + "---:|" * len(workers)]
+    for name in BUILDUP_COMPRESSORS:
+        cells = []
+        for n in workers:
+            d = [x / density for x in rows[(name, n)]]
+            cells.append(f"{statistics.mean(d):.2f}× ({min(d):.2f}–{max(d):.2f})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# ---- throughput ----------------------------------------------------------------------------
+def throughput_table(density: float, repeats: int) -> str:
+    flat, sizes = real_gradient("ResNet-18")
+    megabytes = flat.numel() * flat.element_size() / 1e6
+    compressors = {
+        "randomk": RandomKCompressor(density=density),
+        "topk (global, union)": TopKCompressor(density=density),
+        "topk (layer, allgather)": TopKCompressor(
+            density=density, scope="layer", exchange="allgather"
+        ),
+        "threshold": ThresholdCompressor(density=density),
+        "cltk": CLTKCompressor(density=density),
+        "deft": DEFTCompressor(density=density),
+    }
+    copy_target = torch.empty_like(flat)
+    copy = median_time(lambda: copy_target.copy_(flat), repeats)
+    lines = [
+        "| method | ms per compress+decompress | MB/s | vs memory copy |",
+        "|---|---:|---:|---:|",
+        f"| memory copy (ceiling) | {copy * 1e3:.2f} | {megabytes / copy:,.0f} | 1.00 |",
+    ]
+    for name, compressor in compressors.items():
+
+        def roundtrip(c=compressor) -> Tensor:
+            payload, ctx = c.compress(flat, name="all", step=0, sizes=sizes)
+            return c.decompress(payload, ctx)
+
+        seconds = median_time(roundtrip, repeats)
+        lines.append(
+            f"| {name} | {seconds * 1e3:.2f} | {megabytes / seconds:,.0f} | {copy / seconds:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "parts", nargs="*", help="selection, buildup and/or throughput (default: all three)"
+    )
+    parser.add_argument("--density", type=float, default=0.01)
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1, 2, 4, 8, 16], help="n for the selection part"
+    )
+    parser.add_argument("--buildup-workers", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--buildup-steps", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    args = parser.parse_args()
+    unknown = set(args.parts) - {"selection", "buildup", "throughput"}
+    if unknown:
+        parser.error(f"unknown part(s) {sorted(unknown)}; valid: selection, buildup, throughput")
+    args.parts = args.parts or ["selection", "buildup", "throughput"]
+    torch.set_num_threads(1)  # one core per worker, as in a job
+
+    command = f"`python -m benchmarks.sparsifiers {' '.join(sys.argv[1:])}`"
+    parts = {
+        "selection": (
+            "Sparsifiers: DEFT selection cost vs one full top-k",
+            lambda: selection_table(args.density, args.workers, args.repeats),
+            f"density {args.density}, one thread, median of {args.repeats}",
+        ),
+        "buildup": (
+            "Sparsifiers: actual density (gradient build-up)",
+            lambda: buildup_table(args.density, args.buildup_workers, args.buildup_steps),
+            f"density {args.density}, digits + CNN, {args.buildup_steps} steps, gloo workers, "
+            "actual density ÷ setup density over every step",
+        ),
+        "throughput": (
+            "Sparsifiers: compressor throughput",
+            lambda: throughput_table(args.density, args.repeats),
+            f"ResNet-18 gradient (CIFAR), density {args.density}, one worker, one thread, "
+            f"median of {args.repeats}",
+        ),
+    }
+    for part in args.parts:
+        title, make, what = parts[part]
+        body = f"{command} — {what}; {machine()}\n\n{make()}"
+        print(f"## {title}\n\n{body}\n")
+        if args.write:
+            write_section(f"sparsifiers_{part}", title, body)
+
+
+if __name__ == "__main__":
+    main()
