@@ -22,6 +22,8 @@ from gradsync.compressors.sparse import (
     group_sizes,
     index_dtype,
     scatter,
+    unpack_values,
+    values_at,
 )
 from gradsync.types import Collective, Payload
 
@@ -38,11 +40,10 @@ class UnionExchange:
     def pack(
         self, flat: Tensor, indices: Tensor, shape: torch.Size, collective: Collective
     ) -> tuple[Payload, Any]:
-        union = union_of_indices(indices, flat.numel(), collective)
-        return (flat[union],), SparseCtx(indices=union, shape=shape)
+        return values_at(flat, union_of_indices(indices, flat.numel(), collective), shape)
 
     def unpack(self, payload: Payload, ctx: SparseCtx) -> Tensor:
-        return scatter(payload[0], ctx.indices, ctx.shape)
+        return unpack_values(payload, ctx)
 
     def selected(self, payload: Payload, ctx: SparseCtx) -> Tensor:
         return ctx.indices

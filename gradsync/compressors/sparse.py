@@ -52,6 +52,15 @@ class SparseCtx:
     shape: torch.Size
 
 
+def values_at(flat: Tensor, indices: Tensor, shape: torch.Size) -> tuple[Payload, SparseCtx]:
+    """The payload of an agreed index set: only the values travel, the indices stay local."""
+    return (flat[indices],), SparseCtx(indices=indices, shape=shape)
+
+
+def unpack_values(payload: Payload, ctx: SparseCtx) -> Tensor:
+    return scatter(payload[0], ctx.indices, ctx.shape)
+
+
 class UsesCollective:
     """A compressor that talks to the other workers while it selects. It starts with the world of
     one (usable on its own) until the sync strategy binds the job's collective."""
@@ -79,10 +88,10 @@ class AgreedIndexCompressor(UsesCollective):
     ) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
         indices = self.agree(flat, name=name, step=step, sizes=group_sizes(grad, sizes))
-        return (flat[indices],), SparseCtx(indices=indices, shape=grad.shape)
+        return values_at(flat, indices, grad.shape)
 
     def decompress(self, payload: Payload, ctx: Any) -> Tensor:
-        return scatter(payload[0], ctx.indices, ctx.shape)
+        return unpack_values(payload, ctx)
 
     def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
         return ctx.indices

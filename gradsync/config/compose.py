@@ -14,6 +14,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_module
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -56,7 +57,7 @@ def defer_keys_of_swept_groups(overrides: list[str]) -> list[str]:
     rewritten = []
     for override, text in zip(parsed, overrides, strict=True):
         group, dot, _ = override.key_or_group.partition(".")
-        plain = override.package is None and override.type.name == "CHANGE"
+        plain = override.package is None and override.type == OverrideType.CHANGE
         if plain and dot and group in swept_groups and not override.is_sweep_override():
             key, value = text.split("=", 1)
             text = f"{key}=choice({value})"
