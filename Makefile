@@ -34,6 +34,7 @@ format: install
 bench: install
 	$(BIN)/python -m benchmarks.allreduce_vs_ddp --write
 	$(BIN)/python -m benchmarks.sparsifiers --write
+	$(BIN)/python -m benchmarks.quantizers --write
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache .ruff_cache

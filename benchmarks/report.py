@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing as mp
 import platform
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -28,3 +32,34 @@ def write_section(key: str, title: str, body: str) -> None:
     else:
         text = text.rstrip() + f"\n\n## {title}\n\n" + section + "\n"
     BENCHMARKS_MD.write_text(text)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One table of a benchmark: its section title, how to make it, and what it measured."""
+
+    title: str
+    make: Callable[[], str]
+    what: str
+
+
+def add_part_arguments(parser: argparse.ArgumentParser, names: list[str]) -> None:
+    parser.add_argument("parts", nargs="*", help=f"any of {', '.join(names)} (default: all)")
+    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+
+
+def run_parts(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, parts: dict[str, Part], module: str
+) -> None:
+    """Make the chosen parts (all by default), print each, and with ``--write`` put each in
+    its section of BENCHMARKS.md under the command that produced it."""
+    unknown = sorted(set(args.parts) - set(parts))
+    if unknown:
+        parser.error(f"unknown part(s) {unknown}; valid: {', '.join(parts)}")
+    command = f"`python -m benchmarks.{module} {' '.join(sys.argv[1:])}`"
+    for name in args.parts or list(parts):
+        part = parts[name]
+        body = f"{command} — {part.what}; {machine()}\n\n{part.make()}"
+        print(f"## {part.title}\n\n{body}\n")
+        if args.write:
+            write_section(f"{module}_{name}", part.title, body)

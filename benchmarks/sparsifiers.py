@@ -23,15 +23,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
-from torch import Tensor, nn
+from torch import Tensor
 
-from benchmarks.report import machine, write_section
+from benchmarks.measure import MODELS, median_time, real_gradient
+from benchmarks.report import Part, add_part_arguments, run_parts
 from gradsync.compressors.cltk import CLTKCompressor
 from gradsync.compressors.deft import DEFTCompressor
 from gradsync.compressors.deft_plan import assign_local_k, lpt_bins, partition_layers
@@ -40,36 +39,6 @@ from gradsync.compressors.selection import layerwise_topk_indices, range_norms, 
 from gradsync.compressors.sparse import density_k
 from gradsync.compressors.threshold import ThresholdCompressor
 from gradsync.compressors.topk import TopKCompressor
-from gradsync.data.spec import DataSpec
-from gradsync.models.resnet import ResNet
-from gradsync.models.vgg import VGG
-
-CIFAR10 = DataSpec(task="classification", num_classes=10, input_shape=(3, 32, 32))
-MODELS: dict[str, Callable[[], nn.Module]] = {
-    "ResNet-18": lambda: ResNet(spec=CIFAR10, depth=18, variant="cifar"),
-    "VGG-16": lambda: VGG(spec=CIFAR10, depth=16, variant="cifar"),
-}
-
-
-def real_gradient(name: str) -> tuple[Tensor, list[int]]:
-    """One backward pass of ``name`` on a random CIFAR-sized batch: a flat gradient with the
-    per-layer scale differences real training has, and its tensor sizes."""
-    torch.manual_seed(0)
-    model = MODELS[name]()
-    x, y = torch.randn(8, *CIFAR10.input_shape), torch.randint(0, 10, (8,))
-    nn.functional.cross_entropy(model(x), y).backward()
-    params = [p for p in model.parameters() if p.requires_grad]
-    return torch.cat([p.grad.reshape(-1) for p in params]), [p.numel() for p in params]
-
-
-def median_time(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 # ---- selection cost ------------------------------------------------------------------------
@@ -191,9 +160,7 @@ def throughput_table(density: float, repeats: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "parts", nargs="*", help="selection, buildup and/or throughput (default: all three)"
-    )
+    add_part_arguments(parser, ["selection", "buildup", "throughput"])
     parser.add_argument("--density", type=float, default=0.01)
     parser.add_argument(
         "--workers", type=int, nargs="+", default=[1, 2, 4, 8, 16], help="n for the selection part"
@@ -201,40 +168,28 @@ def main() -> None:
     parser.add_argument("--buildup-workers", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--buildup-steps", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
     args = parser.parse_args()
-    unknown = set(args.parts) - {"selection", "buildup", "throughput"}
-    if unknown:
-        parser.error(f"unknown part(s) {sorted(unknown)}; valid: selection, buildup, throughput")
-    args.parts = args.parts or ["selection", "buildup", "throughput"]
     torch.set_num_threads(1)  # one core per worker, as in a job
-
-    command = f"`python -m benchmarks.sparsifiers {' '.join(sys.argv[1:])}`"
     parts = {
-        "selection": (
+        "selection": Part(
             "Sparsifiers: DEFT selection cost vs one full top-k",
             lambda: selection_table(args.density, args.workers, args.repeats),
             f"density {args.density}, one thread, median of {args.repeats}",
         ),
-        "buildup": (
+        "buildup": Part(
             "Sparsifiers: actual density (gradient build-up)",
             lambda: buildup_table(args.density, args.buildup_workers, args.buildup_steps),
             f"density {args.density}, digits + CNN, {args.buildup_steps} steps, gloo workers, "
             "actual density ÷ setup density over every step",
         ),
-        "throughput": (
+        "throughput": Part(
             "Sparsifiers: compressor throughput",
             lambda: throughput_table(args.density, args.repeats),
             f"ResNet-18 gradient (CIFAR), density {args.density}, one worker, one thread, "
             f"median of {args.repeats}",
         ),
     }
-    for part in args.parts:
-        title, make, what = parts[part]
-        body = f"{command} — {what}; {machine()}\n\n{make()}"
-        print(f"## {title}\n\n{body}\n")
-        if args.write:
-            write_section(f"sparsifiers_{part}", title, body)
+    run_parts(parser, args, parts, "sparsifiers")
 
 
 if __name__ == "__main__":

@@ -132,7 +132,10 @@ def _summary_line(summary: dict) -> str:
     if "perf/samples_per_s_mean" in final:
         parts.append(f"{final['perf/samples_per_s_mean']:.0f} samples/s")
     if "comm/bytes_sent" in final:
-        parts.append(f"{final['comm/bytes_sent'] / 1e3:.1f} kB sent/step/worker")
+        sent = f"{final['comm/bytes_sent'] / 1e3:.1f} kB sent/step/worker"
+        if "comm/compression_ratio" in final:
+            sent += f" ({final['comm/compression_ratio']:.3g}x smaller than dense)"
+        parts.append(sent)
     if "comm/density_actual" in final:
         parts.append(f"density {final['comm/density_actual']:.4g}")
     if "comm/error_norm" in final:

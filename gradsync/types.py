@@ -22,6 +22,8 @@ class Compressor(Protocol):
     """decompress(compress(g)) == g exactly, so error feedback has nothing to keep."""
     density: float
     """Fraction of elements a worker selects (1.0 for dense methods)."""
+    error_feedback: bool
+    """The method as published keeps an error-feedback residual (``feedback=auto`` follows it)."""
 
     def bind(self, collective: Collective) -> None:
         """Give the compressor the workers' collective. Sparsifiers that must agree on an index
@@ -29,10 +31,17 @@ class Compressor(Protocol):
         ...
 
     def compress(
-        self, grad: Tensor, *, name: str, step: int, sizes: Sequence[int] | None = None
+        self,
+        grad: Tensor,
+        *,
+        name: str,
+        step: int,
+        epoch: int = 0,
+        sizes: Sequence[int] | None = None,
     ) -> tuple[Payload, Any]:
         """``grad`` is one flat group of tensors whose element counts are ``sizes`` (None: one
-        tensor). Returns what goes on the wire and a context that stays on this worker."""
+        tensor), at optimizer ``step`` of ``epoch``. Returns what goes on the wire and a context
+        that stays on this worker."""
         ...
 
     def decompress(self, payload: Payload, ctx: Any) -> Tensor: ...
@@ -61,7 +70,9 @@ class Collective(Protocol):
     rank: int
     world_size: int
 
-    def all_reduce(self, payload: Payload) -> Payload: ...
+    def all_reduce(self, payload: Payload, *, op: str = "sum") -> Payload:
+        """Elementwise ``op`` ("sum" or "max") over workers, in place."""
+        ...
 
     def all_gather(self, payload: Payload) -> list[Payload]: ...
 
@@ -89,6 +100,8 @@ class SyncStats:
 
     bytes_sent: int
     bytes_wire: float
+    bytes_dense: int
+    """What this worker would have sent uncompressed: the gradient at its own precision."""
     density_setup: float
     density_actual: float
     error_norm: float
@@ -102,7 +115,7 @@ class SyncModel(Protocol):
 
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None: ...
 
-    def step(self, *, step: int) -> SyncStats: ...
+    def step(self, *, step: int, epoch: int = 0) -> SyncStats: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 

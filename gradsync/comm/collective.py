@@ -31,7 +31,7 @@ class ByteCount:
     seconds: float = 0.0
 
 
-_METRIC_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
+_REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
 
 
 def _nbytes(tensor: Tensor) -> int:
@@ -75,14 +75,14 @@ class TorchCollective:
             self._count.seconds += self.clock() - start
 
     # ---- collectives ----------------------------------------------------------------------
-    def all_reduce(self, payload: Payload) -> Payload:
-        """Sum every tensor of the payload over workers, in place."""
+    def all_reduce(self, payload: Payload, *, op: str = "sum") -> Payload:
+        """Sum (``op="max"``: maximum) of every tensor of the payload over workers, in place."""
         n = self.world_size
         with self._timed():
             for tensor in payload:
                 size = _nbytes(tensor)
                 self._add(size, 2 * (n - 1) / n * size)
-                dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group)
+                dist.all_reduce(tensor, op=_REDUCE_OPS[op], group=self.group)
         return payload
 
     def all_gather(self, payload: Payload) -> list[Payload]:
@@ -150,5 +150,5 @@ class TorchCollective:
         if self.world_size == 1:
             return list(values)
         buf = torch.tensor(list(values), dtype=torch.float64, device=device)
-        dist.all_reduce(buf, op=_METRIC_OPS[op], group=self.group)
+        dist.all_reduce(buf, op=_REDUCE_OPS[op], group=self.group)
         return buf.tolist()

@@ -19,7 +19,7 @@ class SoloCollective:
     rank = 0
     world_size = 1
 
-    def all_reduce(self, payload: Payload) -> Payload:
+    def all_reduce(self, payload: Payload, *, op: str = "sum") -> Payload:
         return payload
 
     def all_gather(self, payload: Payload) -> list[Payload]:

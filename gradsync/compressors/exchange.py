@@ -77,6 +77,7 @@ class ExchangedSparsifier(UsesCollective):
     """Base of sparsifiers that select locally (top-k, threshold) and exchange as configured."""
 
     lossless = False
+    error_feedback = True
     density: float
 
     def __init__(self, *, exchange: str) -> None:
@@ -89,7 +90,13 @@ class ExchangedSparsifier(UsesCollective):
         raise NotImplementedError
 
     def compress(
-        self, grad: Tensor, *, name: str, step: int, sizes: Sequence[int] | None = None
+        self,
+        grad: Tensor,
+        *,
+        name: str,
+        step: int,
+        epoch: int = 0,
+        sizes: Sequence[int] | None = None,
     ) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
         indices = self.select(flat, group_sizes(grad, sizes))

@@ -6,11 +6,10 @@ rank: every worker draws the same set without communicating.
 
 from __future__ import annotations
 
-import zlib
-
 import torch
 from torch import Tensor
 
+from gradsync.compressors.seeding import seeded_generator
 from gradsync.compressors.sparse import AgreedIndexCompressor, density_k
 
 
@@ -21,10 +20,7 @@ class RandomKCompressor(AgreedIndexCompressor):
         self.seed = seed
 
     def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int]) -> Tensor:
-        gen = torch.Generator(device="cpu")
-        # Plain integer mixing (not hash()) so every process derives the same seed.
-        mixed = self.seed * 0x9E3779B1 + step * 0x85EBCA77 + zlib.crc32(name.encode())
-        gen.manual_seed(mixed % (1 << 63))
+        gen = seeded_generator(self.seed, step, name, device=torch.device("cpu"))
         k = density_k(self.density, flat.numel())
         return random_subset(flat.numel(), k, gen).to(flat.device)
 

@@ -77,6 +77,7 @@ class AgreedIndexCompressor(UsesCollective):
 
     allreducible = True
     lossless = False
+    error_feedback = True
     density: float
 
     def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int]) -> Tensor:
@@ -84,7 +85,13 @@ class AgreedIndexCompressor(UsesCollective):
         raise NotImplementedError
 
     def compress(
-        self, grad: Tensor, *, name: str, step: int, sizes: Sequence[int] | None = None
+        self,
+        grad: Tensor,
+        *,
+        name: str,
+        step: int,
+        epoch: int = 0,
+        sizes: Sequence[int] | None = None,
     ) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
         indices = self.agree(flat, name=name, step=step, sizes=group_sizes(grad, sizes))

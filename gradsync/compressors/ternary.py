@@ -16,25 +16,38 @@ TERNARY_BITS = 2
 
 
 def clip_by_std(grad: Tensor, c: float) -> Tensor:
-    """``grad`` clipped to [-c·σ, c·σ], σ the population standard deviation; c = 0: unchanged."""
+    """``grad`` clipped to [-c·σ, c·σ], σ the population standard deviation; c = 0: unchanged.
+    The bound stays a tensor, so a GPU never waits on the host here."""
     if c <= 0 or grad.numel() < 2:
         return grad
-    bound = c * float(grad.std(unbiased=False))
-    return grad.clamp(-bound, bound)
+    bound = c * grad.std(unbiased=False)
+    return torch.clamp(grad, -bound, bound)
 
 
-def local_scaler(grad: Tensor) -> float:
-    """s_w = max|g| (after clipping): the largest magnitude the ternary levels must cover."""
-    return float(grad.abs().max()) if grad.numel() else 0.0
+def local_scaler(grad: Tensor) -> Tensor:
+    """s_w = max|g| (after clipping): the largest magnitude the ternary levels must cover (a 0-d
+    tensor; 0 for an empty tensor)."""
+    if not grad.numel():
+        return grad.new_zeros(())
+    low, high = torch.aminmax(grad)  # one pass, no |g| temporary
+    return torch.maximum(high, -low)
 
 
-def ternarize(grad: Tensor, scaler: float, generator: torch.Generator) -> Tensor:
+def ternary_codes(grad: Tensor, scaler: Tensor | float, draws: Tensor) -> Tensor:
+    """uint8 codes 1 + t_k in {0, 1, 2}, where t_k = sign(g_k) if u_k·s < |g_k| else 0, from
+    uniform ``draws`` u in [0, 1) (overwritten: they are scratch). A zero scaler (an all-zero
+    tensor) gives all zeros: no draw is below |g_k| = 0."""
+    draws.mul_(scaler)
+    up = torch.lt(draws, grad)  # g_k > u_k·s >= 0
+    down = torch.lt(draws.add_(grad), 0)  # g_k < -u_k·s <= 0
+    # Written without |g| and sign(g): each full-size temporary costs as much as the draws.
+    return (up.view(torch.uint8) - down.view(torch.uint8)).add_(1)
+
+
+def ternarize(grad: Tensor, scaler: Tensor | float, generator: torch.Generator) -> Tensor:
     """int8 codes in {-1, 0, +1}: sign(g_k) with probability min(1, |g_k|/scaler), else 0."""
-    if scaler <= 0:
-        return torch.zeros_like(grad, dtype=torch.int8)
     draws = torch.rand(grad.shape, generator=generator, device=grad.device, dtype=grad.dtype)
-    keep = draws * scaler < grad.abs()
-    return (torch.sign(grad) * keep).to(torch.int8)
+    return ternary_codes(grad, scaler, draws).view(torch.int8) - 1
 
 
 def encode(codes: Tensor) -> Tensor:

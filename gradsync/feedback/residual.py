@@ -7,6 +7,14 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 
+from gradsync.feedback.none import NoneFeedback
+from gradsync.types import Compressor, ErrorFeedback
+
+
+def for_compressor(compressor: Compressor) -> ErrorFeedback:
+    """Residual memory, unless the compressor is lossless and would only ever leave zeros."""
+    return NoneFeedback() if compressor.lossless else ResidualFeedback()
+
 
 class ResidualFeedback:
     def __init__(self) -> None:

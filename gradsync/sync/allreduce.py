@@ -56,13 +56,13 @@ class AllreduceSync:
             p.grad = flat[offset : offset + n].view_as(p)
             offset += n
 
-    def step(self, *, step: int) -> SyncStats:
+    def step(self, *, step: int, epoch: int = 0) -> SyncStats:
         assert self._optimizer is not None, "attach() before step()"
         start = self.clock()
         flat = self._flat_grad()
         compensated = self.feedback.compensate(flat, name=_FLAT)
         payload, ctx = self.compressor.compress(
-            compensated, name=_FLAT, step=step, sizes=self._sizes
+            compensated, name=_FLAT, step=step, epoch=epoch, sizes=self._sizes
         )
         self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=_FLAT)
         compressed = self.clock()
@@ -91,6 +91,7 @@ class AllreduceSync:
         return SyncStats(
             bytes_sent=count.payload,
             bytes_wire=count.wire,
+            bytes_dense=numel * flat.element_size(),
             density_setup=self.compressor.density,
             density_actual=1.0 if selected is None else selected.numel() / numel,
             error_norm=self.feedback.norm(),

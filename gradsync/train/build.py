@@ -15,7 +15,6 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from gradsync.config.instantiate import build
 from gradsync.data.spec import DataSpec, DataSplits
-from gradsync.feedback.none import NoneFeedback
 from gradsync.metrics.loggers import (
     ConsoleLogger,
     JsonlLogger,
@@ -78,10 +77,7 @@ def build_lr_scheduler(
 
 def build_sync(cfg: DictConfig, *, collective: Collective, clock: Any) -> SyncModel:
     compressor = build(cfg.compressor, path="compressor")
-    feedback = build(cfg.feedback, path="feedback")
-    if compressor.lossless:
-        # Nothing is ever left behind, so residual memory would only hold zeros.
-        feedback = NoneFeedback()
+    feedback = build(cfg.feedback, path="feedback", compressor=compressor)
     scheduler = build(cfg.scheduler, path="scheduler")
     return scheduler(compressor=compressor, feedback=feedback, collective=collective, clock=clock)
 

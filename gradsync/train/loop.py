@@ -137,7 +137,7 @@ class Trainer:
         forwarded = self.clock()
         loss.backward()
         backwarded = self.clock()
-        stats = self.sync.step(step=self.position.step)
+        stats = self.sync.step(step=self.position.step, epoch=self.position.epoch)
         self.optimizer.zero_grad(set_to_none=True)
         self.lr_scheduler.step()
         ended = self.clock()
@@ -146,6 +146,7 @@ class Trainer:
                 "train/loss": loss.item(),
                 "comm/bytes_sent": stats.bytes_sent,
                 "comm/bytes_wire": stats.bytes_wire,
+                "comm/bytes_dense": stats.bytes_dense,
                 "comm/density_setup": stats.density_setup,
                 "comm/density_actual": stats.density_actual,
                 "comm/error_norm": stats.error_norm,
@@ -177,6 +178,10 @@ class Trainer:
         compress_max = self._slowest_worker("time/compress")
         metrics = self._mean_over_workers(self.window.means())
         metrics["time/compress_max"] = compress_max
+        # A ratio of the window's totals, not a mean of per-step ratios.
+        dense, sent = metrics.pop("comm/bytes_dense"), metrics["comm/bytes_sent"]
+        if sent > 0:
+            metrics["comm/compression_ratio"] = dense / sent
         metrics["perf/samples_per_s"] = self.global_batch / metrics["time/iteration"]
         metrics["lr"] = self.lr_scheduler.get_last_lr()[0]
         metrics.update(self._clock_metrics())

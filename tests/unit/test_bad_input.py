@@ -9,7 +9,8 @@ from gradsync.config.compose import ConfigError, compose_jobs
 CASES = [
     (
         ["compressor=nope"],
-        "unknown compressor 'nope'; valid options: cltk, deft, none, randomk, threshold, topk",
+        "unknown compressor 'nope'; valid options: bf16, cltk, deft, fp16, none, qsgd, randomk, "
+        "signsgd, terngrad, threshold, topk",
     ),
     (["model=resnet9000"], "unknown model 'resnet9000'; valid options: "),
     (["trainer.wrkers=2"], "unknown key 'trainer.wrkers'; valid keys in trainer: workers"),
@@ -36,6 +37,15 @@ CASES = [
     (["compressor=topk", "compressor.scope=row"], "unknown compressor.scope 'row'; valid: global"),
     (["compressor=threshold", "compressor.threshold=-1"], "compressor.threshold must be >= 0"),
     (["compressor=cltk", "compressor.exchange=union"], "unknown key 'compressor.exchange'"),
+    (["compressor=terngrad", "compressor.clip=-1"], "compressor.clip must be >= 0 (0 disables"),
+    (
+        ["compressor=terngrad", "compressor.float_every_epochs=-2"],
+        "compressor.float_every_epochs must be >= 0",
+    ),
+    (["compressor=terngrad", "compressor.density=0.1"], "unknown key 'compressor.density'"),
+    (["compressor=qsgd", "compressor.levels=0"], "compressor.levels must be in [1, 127], got 0"),
+    (["compressor=qsgd", "compressor.levels=300"], "compressor.levels must be in [1, 127]"),
+    (["feedback=ef"], "unknown feedback 'ef'; valid options: auto, none, residual"),
     (
         ["experiment=deft_ncf_movielens", "compressor=none"],
         "experiment/deft_ncf_movielens sets compressor.density, which the chosen compressor "

@@ -10,6 +10,8 @@ import torch
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync.compressors.none import NoneCompressor
+from gradsync.compressors.randomk import RandomKCompressor
 from gradsync.config.compose import CONFIG_MODULE, check_config
 from gradsync.config.discovery import group_options
 from gradsync.config.instantiate import build
@@ -72,7 +74,11 @@ def _compressor(cfg: DictConfig, typed: TrainConfig) -> None:
 
 
 def _feedback(cfg: DictConfig, typed: TrainConfig) -> None:
-    assert isinstance(build(cfg.feedback, path="feedback"), ErrorFeedback)
+    # A feedback option is a policy: built with the run's compressor, it gives the memory.
+    for compressor in (NoneCompressor(), RandomKCompressor(density=0.1)):
+        assert isinstance(
+            build(cfg.feedback, path="feedback", compressor=compressor), ErrorFeedback
+        )
 
 
 def _scheduler(cfg: DictConfig, typed: TrainConfig) -> None:
@@ -137,9 +143,10 @@ def test_default_scheduler_builds_with_runtime_objects():
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         cfg = compose("train")
     factory = build(cfg.scheduler, path="scheduler")
+    compressor = build(cfg.compressor, path="compressor")
     sync = factory(
-        compressor=build(cfg.compressor, path="compressor"),
-        feedback=build(cfg.feedback, path="feedback"),
+        compressor=compressor,
+        feedback=build(cfg.feedback, path="feedback", compressor=compressor),
         collective=object(),
         clock=time.perf_counter,
     )

@@ -11,7 +11,7 @@ from gradsync.compressors.bitpack import pack, packed_size, unpack
 from gradsync.compressors.ternary import clip_by_std, decode, encode, local_scaler, ternarize
 
 
-@pytest.mark.parametrize("bits", [1, 2, 4])
+@pytest.mark.parametrize("bits", [1, 2, 4, 8])
 @pytest.mark.parametrize("numel", [0, 1, 3, 4, 5, 7, 8, 9, 33])
 def test_pack_round_trips_any_length(bits, numel):
     gen = torch.Generator().manual_seed(numel)

@@ -78,14 +78,20 @@ class RandomKConfig(SparsifierConfig):
 
 
 # ---- error feedback -----------------------------------------------------------------------
+# Each option is a policy: built with the run's compressor, it returns the memory to keep.
+@dataclass
+class AutoFeedbackConfig:
+    _target_: str = "gradsync.feedback.auto.for_compressor"
+
+
 @dataclass
 class NoneFeedbackConfig:
-    _target_: str = "gradsync.feedback.none.NoneFeedback"
+    _target_: str = "gradsync.feedback.none.for_compressor"
 
 
 @dataclass
 class ResidualFeedbackConfig:
-    _target_: str = "gradsync.feedback.residual.ResidualFeedback"
+    _target_: str = "gradsync.feedback.residual.for_compressor"
 
 
 # ---- synchronization schedulers -----------------------------------------------------------
@@ -134,7 +140,11 @@ SCHEMAS: dict[str, dict[str, type]] = {
     "model": {"mlp": MLPConfig, "cnn": CNNConfig},
     "dataset": {"digits": DigitsConfig},
     "compressor": {"none": NoneCompressorConfig, "randomk": RandomKConfig},
-    "feedback": {"none": NoneFeedbackConfig, "residual": ResidualFeedbackConfig},
+    "feedback": {
+        "auto": AutoFeedbackConfig,
+        "none": NoneFeedbackConfig,
+        "residual": ResidualFeedbackConfig,
+    },
     "scheduler": {"allreduce": AllreduceSchedulerConfig},
     "runner": {"local": LocalRunnerConfig},
     "logger": {"console": LoggerConfig, "wandb": LoggerConfig},

@@ -1,0 +1,41 @@
+"""What the benchmarks share: real gradients of CIFAR models and a median timer."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from gradsync.data.spec import DataSpec
+from gradsync.models.resnet import ResNet
+from gradsync.models.vgg import VGG
+
+CIFAR10 = DataSpec(task="classification", num_classes=10, input_shape=(3, 32, 32))
+MODELS: dict[str, Callable[[], nn.Module]] = {
+    "ResNet-18": lambda: ResNet(spec=CIFAR10, depth=18, variant="cifar"),
+    "VGG-16": lambda: VGG(spec=CIFAR10, depth=16, variant="cifar"),
+}
+
+
+def real_gradient(name: str) -> tuple[Tensor, list[int]]:
+    """One backward pass of ``name`` on a random CIFAR-sized batch: a flat gradient with the
+    per-layer scale differences real training has, and its tensor sizes."""
+    torch.manual_seed(0)
+    model = MODELS[name]()
+    x, y = torch.randn(8, *CIFAR10.input_shape), torch.randint(0, 10, (8,))
+    nn.functional.cross_entropy(model(x), y).backward()
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.cat([p.grad.reshape(-1) for p in params]), [p.numel() for p in params]
+
+
+def median_time(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)

@@ -1,0 +1,11 @@
+"""``compressor=bf16``: bfloat16 on the wire: float32's range with an 8-bit mantissa."""
+
+from __future__ import annotations
+
+import torch
+
+from gradsync.compressors.dense import DenseCompressor
+
+
+class BF16Compressor(DenseCompressor):
+    wire_dtype = torch.bfloat16

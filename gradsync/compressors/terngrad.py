@@ -1,0 +1,56 @@
+"""``compressor=terngrad`` (TernGrad, NeurIPS'17; SPECS §5): every tensor becomes s·{-1, 0, +1}.
+
+Per tensor: clip at c·σ (``clip``; 0 turns it off), take the local scaler max|g|, share the
+largest scaler over workers (one float per tensor, all-reduced with MAX; ``share_scalers=false``
+sends each worker's own instead), draw unbiased ternary values, and send them at 2 bits each.
+The last classifier layer (the group's last two tensors, weight and bias) stays float unless
+``quantize_last``. No error feedback: TernGrad is unbiased for the clipped gradient.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from gradsync.compressors.quantized import PackedQuantizer
+from gradsync.compressors.ternary import TERNARY_BITS, clip_by_std, local_scaler, ternary_codes
+
+CLASSIFIER_TENSORS = 2  # the logits layer's weight and bias
+
+
+class TernGradCompressor(PackedQuantizer):
+    bits = TERNARY_BITS
+    stochastic = True
+    code_offset, code_unit = 1.0, 1.0  # codes 0, 1, 2 -> -s, 0, +s
+    error_feedback = False
+
+    def __init__(
+        self,
+        *,
+        clip: float = 2.5,
+        share_scalers: bool = True,
+        quantize_last: bool = False,
+        float_every_epochs: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(
+            seed=seed,
+            float_last=0 if quantize_last else CLASSIFIER_TENSORS,
+            float_every_epochs=float_every_epochs,
+        )
+        self.clip = clip
+        self.share_scalers = share_scalers
+
+    def scales(self, parts: list[Tensor]) -> tuple[list[Tensor], Tensor]:
+        clipped = [clip_by_std(part, self.clip) for part in parts]
+        scalers = torch.stack([local_scaler(part) for part in clipped]).float()
+        if self.share_scalers:
+            self.collective.all_reduce((scalers,), op="max")
+        return clipped, scalers
+
+    def scales_agreed(self) -> bool:
+        return self.share_scalers
+
+    def encode(self, part: Tensor, scale: Tensor, draws: Tensor | None) -> Tensor:
+        assert draws is not None
+        return ternary_codes(part, scale, draws)
