@@ -28,10 +28,11 @@ from torch import Tensor
 from benchmarks.measure import median_time, real_gradient
 from benchmarks.report import Part, add_part_arguments, run_parts
 from gradsync.compressors.bf16 import BF16Compressor
+from gradsync.compressors.bitpack import pack, unpack
 from gradsync.compressors.fp16 import FP16Compressor
 from gradsync.compressors.qsgd import QSGDCompressor
 from gradsync.compressors.signsgd import SignSGDCompressor
-from gradsync.compressors.ternary import decode, encode, ternarize
+from gradsync.compressors.ternary import TERNARY_BITS, ternary_codes
 from gradsync.compressors.terngrad import TernGradCompressor
 from gradsync.types import Compressor
 
@@ -51,15 +52,19 @@ def throughput_table(repeats: int) -> str:
         "|---|---:|---:|---:|",
         _row("memory copy (ceiling)", copy, gigabytes, copy),
     ]
-    # TernGrad's kernels alone, over the whole tensor at one scaler.
+    # TernGrad's kernels alone, over the whole tensor at one scaler, into reused buffers.
     scaler = flat.abs().max()
     gen = torch.Generator().manual_seed(0)
-    packed = encode(ternarize(flat, scaler, gen))
-    draws = torch.empty_like(flat)
+    draws, values = torch.empty_like(flat), torch.empty_like(flat)
+    packed = pack(ternary_codes(flat, scaler, draws.uniform_(generator=gen)), TERNARY_BITS)
     kernels = {
-        "uniform draws into a reused buffer (the RNG alone)": lambda: draws.uniform_(generator=gen),
-        "ternarize + 2-bit pack (one tensor)": lambda: encode(ternarize(flat, scaler, gen)),
-        "2-bit unpack + scale (one tensor)": lambda: decode(packed, flat.numel()).float() * scaler,
+        "uniform draws (the RNG alone)": lambda: draws.uniform_(generator=gen),
+        "draws + ternarize + 2-bit pack": lambda: pack(
+            ternary_codes(flat, scaler, draws.uniform_(generator=gen)), TERNARY_BITS
+        ),
+        "2-bit unpack + scale": lambda: (
+            values.copy_(unpack(packed, TERNARY_BITS, flat.numel())).sub_(1).mul_(scaler)
+        ),
     }
     for name, fn in kernels.items():
         lines.append(_row(name, median_time(fn, repeats), gigabytes, copy))

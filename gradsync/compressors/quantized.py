@@ -124,7 +124,8 @@ class PackedQuantizer(UsesCollective):
             return [None] * len(sizes)
         numel = sum(sizes)
         buffer = self._draws
-        if buffer is None or buffer.numel() < numel or buffer.device != like.device:
+        fits = buffer is not None and buffer.numel() >= numel
+        if not fits or (buffer.dtype, buffer.device) != (like.dtype, like.device):
             buffer = self._draws = like.new_empty(numel)
         # Draws differ between workers (rank) and steps, and are reproducible from the seed.
         generator = seeded_generator(
@@ -146,4 +147,4 @@ class PackedQuantizer(UsesCollective):
         return out.view(ctx.shape)
 
     def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
-        return None  # every element's value is communicated, if only at two bits
+        return None  # every element's value is communicated, if only in a few bits

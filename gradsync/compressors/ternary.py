@@ -1,16 +1,14 @@
 """TernGrad's quantizer as plain functions (SPECS §5.1), per tensor.
 
 ``clip_by_std`` bounds outliers at c·σ; ``ternarize`` maps g to s·{-1, 0, +1} with
-P(t_k != 0) = min(1, |g_k|/s), which is unbiased for the clipped gradient; ``encode`` and
-``decode`` put the ternary codes on the wire at 2 bits each.
+P(t_k != 0) = min(1, |g_k|/s), which is unbiased for the clipped gradient; ``ternary_codes``
+gives the same draws as the codes 1 + t_k that travel at ``TERNARY_BITS`` each.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
-
-from gradsync.compressors.bitpack import pack, unpack
 
 TERNARY_BITS = 2
 
@@ -48,13 +46,3 @@ def ternarize(grad: Tensor, scaler: Tensor | float, generator: torch.Generator) 
     """int8 codes in {-1, 0, +1}: sign(g_k) with probability min(1, |g_k|/scaler), else 0."""
     draws = torch.rand(grad.shape, generator=generator, device=grad.device, dtype=grad.dtype)
     return ternary_codes(grad, scaler, draws).view(torch.int8) - 1
-
-
-def encode(codes: Tensor) -> Tensor:
-    """Ternary codes packed four per byte (code + 1 in {0, 1, 2})."""
-    return pack((codes.reshape(-1) + 1).to(torch.uint8), TERNARY_BITS)
-
-
-def decode(packed: Tensor, numel: int) -> Tensor:
-    """The ``numel`` int8 ternary codes ``encode`` packed."""
-    return unpack(packed, TERNARY_BITS, numel).to(torch.int8) - 1

@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from gradsync.compressors.bitpack import pack, packed_size, unpack
-from gradsync.compressors.ternary import clip_by_std, decode, encode, local_scaler, ternarize
+from gradsync.compressors.ternary import (
+    TERNARY_BITS,
+    clip_by_std,
+    local_scaler,
+    ternarize,
+    ternary_codes,
+)
 
 
 @pytest.mark.parametrize("bits", [1, 2, 4, 8])
@@ -23,10 +29,13 @@ def test_pack_round_trips_any_length(bits, numel):
 
 
 def test_ternary_codes_round_trip_at_two_bits():
-    codes = torch.tensor([-1, 0, 1, 1, -1, 0, 0], dtype=torch.int8)
-    packed = encode(codes)
+    grad = torch.tensor([-3.0, 0.0, 2.0, 5.0, -1.0, 0.0, 0.0])
+    draws = torch.zeros(7)  # u = 0 keeps every nonzero element
+    codes = ternary_codes(grad, 5.0, draws)
+    assert codes.tolist() == [0, 1, 2, 2, 0, 1, 1]
+    packed = pack(codes, TERNARY_BITS)
     assert packed.numel() == 2  # 7 codes, 4 per byte
-    assert torch.equal(decode(packed, codes.numel()), codes)
+    assert torch.equal(unpack(packed, TERNARY_BITS, 7), codes)
 
 
 def _draws(grad: torch.Tensor, scaler: float, repeats: int) -> torch.Tensor:
