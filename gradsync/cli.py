@@ -133,7 +133,7 @@ def _summary_line(summary: dict) -> str:
         parts.append(f"{final['perf/samples_per_s_mean']:.0f} samples/s")
     if "comm/bytes_sent" in final:
         sent = f"{final['comm/bytes_sent'] / 1e3:.1f} kB sent/step/worker"
-        if "comm/compression_ratio" in final:
+        if final.get("comm/compression_ratio", 1.0) != 1.0:
             sent += f" ({final['comm/compression_ratio']:.3g}x smaller than dense)"
         parts.append(sent)
     if "comm/density_actual" in final:

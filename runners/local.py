@@ -132,7 +132,7 @@ class LocalRunner:
         try:
             for rank in range(self.workers):
                 proc = subprocess.Popen(
-                    launch.argv,
+                    self._command(launch, rank),
                     env=self._worker_env(launch, rank, scratch, port),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
@@ -169,14 +169,22 @@ class LocalRunner:
                 "WORLD_SIZE": str(self.workers),
                 "LOCAL_WORLD_SIZE": str(self.workers),
                 "GRADSYNC_LAUNCHER": "local",
-                "MASTER_ADDR": "127.0.0.1",
                 "MASTER_PORT": str(port),
                 "GRADSYNC_ERROR_FILE": str(scratch / f"error-rank{rank}.json"),
                 "GRADSYNC_PROGRESS": "1" if sys.stderr.isatty() else "0",
                 "PYTHONUNBUFFERED": "1",
+                **self._network_env(rank),
             }
         )
         return env
+
+    # ---- where the workers run: overridden by runners that place them elsewhere ------------
+    def _command(self, launch: Launch, rank: int) -> list[str]:
+        return launch.argv
+
+    def _network_env(self, rank: int) -> dict[str, str]:
+        """How ranks reach rank 0's store: here over loopback."""
+        return {"MASTER_ADDR": "127.0.0.1"}
 
     def _wait(self, procs: list[subprocess.Popen[bytes]]) -> dict[int, int]:
         """Block until all workers exit ({}) or some fail: {rank: exit code} of the failures

@@ -100,6 +100,7 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(_first_line(str(exc))) from None
     assert isinstance(typed, TrainConfig)
     _check_device(typed)
+    _check_runner(typed)
     _check_resume(typed)
     _check_model_fits_dataset(typed)
     _check_dataset(typed)
@@ -125,6 +126,12 @@ def _check_known_keys(node: DictConfig, path: str) -> None:
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+def _check_runner(cfg: TrainConfig) -> None:
+    problem = cfg.runner.machine_problem()
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _check_device(cfg: TrainConfig) -> None:

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, Subset
 
 from gradsync.comm.collective import TorchCollective
+from gradsync.comm.probe import allreduce_mbit, probe_bytes
 from gradsync.data.sharding import ShardedBatchSampler, eval_shard
 from gradsync.data.spec import DataSplits
 from gradsync.dist.env import DistEnv
@@ -34,6 +35,7 @@ from gradsync.train.checkpoint import resolve_checkpoint
 from gradsync.train.faults import FaultPlan
 from gradsync.train.loop import Schedule, Trainer
 from gradsync.train.timing import make_clock
+from gradsync.types import MetricsLogger
 
 log = logging.getLogger("gradsync")
 
@@ -123,6 +125,7 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     logger = builders.build_logger(
         cfg, rank=env.rank, run_dir=run_dir, total_steps=total_steps, progress_bar=progress_bar
     )
+    _announce_link(logger, env, device)
     trainer = Trainer(
         model=model,
         task=build_task(data.spec),
@@ -158,6 +161,19 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         dist.barrier()
     finally:
         logger.close()
+
+
+def _announce_link(logger: MetricsLogger, env: DistEnv, device: torch.device) -> None:
+    """A runner that shapes the network announces the link rate; log it with a measured probe,
+    so every run shows the bandwidth it really had."""
+    announced = os.environ.get("GRADSYNC_LINK_MBIT")
+    if announced is None or env.world_size < 2:
+        return
+    link = float(announced)
+    measured = allreduce_mbit(nbytes=probe_bytes(link), device=device)
+    logger.log({"runner/link_mbit": link, "runner/probe_mbit": measured}, step=0)
+    if env.is_main:
+        log.info(f"link {link:g} Mbit/s; all-reduce probe {measured:.0f} Mbit/s")
 
 
 class Terminated(BaseException):

@@ -5,60 +5,12 @@ from __future__ import annotations
 import csv
 import os
 import signal
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.helpers.cli import metrics, run_cli, summary
-
-
-def _workers_of(run_dir: Path) -> dict[int, int]:
-    """{rank: pid} of live worker processes of this run (read from /proc)."""
-    found = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"gradsync.train.worker" in cmdline and str(run_dir).encode() in cmdline:
-            env = dict(e.split(b"=", 1) for e in environ if b"=" in e)
-            found[int(env[b"RANK"])] = int(proc.name)
-    return found
-
-
-def _start_long_job(
-    gradsync_cmd: list[str], env: dict[str, str], run_dir: Path
-) -> subprocess.Popen:
-    """A 2-worker job that would train for minutes, returned once it has logged a step."""
-    job = subprocess.Popen(
-        [
-            *gradsync_cmd,
-            "run",
-            "trainer.workers=2",
-            "trainer.epochs=500",
-            "trainer.log_every=1",
-            "trainer.checkpoint=false",
-            f"hydra.run.dir={run_dir}",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    while not (run_dir / "metrics.jsonl").exists() or not metrics(run_dir):
-        if job.poll() is not None:
-            raise AssertionError(job.communicate()[1])
-        if time.monotonic() > deadline:
-            job.kill()
-            raise AssertionError("the job never started training")
-        time.sleep(0.2)
-    return job
+from tests.helpers.jobs import start_long_job, workers_of
 
 
 def test_injected_failure_stops_the_job_and_names_the_rank(gradsync_cmd, cli_env, tmp_path):
@@ -85,14 +37,14 @@ def test_injected_failure_stops_the_job_and_names_the_rank(gradsync_cmd, cli_env
     s = summary(run_dir)
     assert s["status"] == "failed" and s["exit_code"] == 1 and "rank 1" in s["error"]
     assert s["final"]["train/loss"] == logged[-1]["train/loss"]
-    assert _workers_of(run_dir) == {}
+    assert workers_of(run_dir) == {}
 
 
 def test_killed_worker_stops_the_job_within_seconds(gradsync_cmd, cli_env, tmp_path):
     run_dir = tmp_path / "run"
-    job = _start_long_job(gradsync_cmd, cli_env, run_dir)
+    job = start_long_job(gradsync_cmd, cli_env, run_dir)
     try:
-        workers = _workers_of(run_dir)
+        workers = workers_of(run_dir)
         assert set(workers) == {0, 1}
         os.kill(workers[1], signal.SIGKILL)
         killed = time.monotonic()
@@ -103,7 +55,7 @@ def test_killed_worker_stops_the_job_within_seconds(gradsync_cmd, cli_env, tmp_p
             job.kill()
     assert job.returncode == 1
     assert "rank 1 failed: killed by SIGKILL" in stderr.strip().splitlines()[-1]
-    assert _workers_of(run_dir) == {}
+    assert workers_of(run_dir) == {}
     assert summary(run_dir)["status"] == "failed"
 
 
@@ -155,7 +107,7 @@ def test_sweep_continues_past_a_failed_job_and_marks_it(gradsync_cmd, cli_env, t
 
 def test_ctrl_c_stops_every_worker_and_records_the_interruption(gradsync_cmd, cli_env, tmp_path):
     run_dir = tmp_path / "run"
-    job = _start_long_job(gradsync_cmd, cli_env, run_dir)
+    job = start_long_job(gradsync_cmd, cli_env, run_dir)
     try:
         job.send_signal(signal.SIGINT)  # what Ctrl-C sends to the launcher
         _, stderr = job.communicate(timeout=30)
@@ -164,6 +116,6 @@ def test_ctrl_c_stops_every_worker_and_records_the_interruption(gradsync_cmd, cl
             job.kill()
     assert job.returncode == 130
     assert "interrupted by the user" in stderr.strip().splitlines()[-1]
-    assert _workers_of(run_dir) == {}
+    assert workers_of(run_dir) == {}
     s = summary(run_dir)
     assert s["status"] == "interrupted" and s["exit_code"] == 130

@@ -47,6 +47,11 @@ CASES = [
     (["compressor=qsgd", "compressor.levels=300"], "compressor.levels must be in [1, 127]"),
     (["feedback=ef"], "unknown feedback 'ef'; valid options: auto, none, residual"),
     (
+        ["runner=netem", "runner.bandwidth=fast"],
+        "runner.bandwidth 'fast' is not a rate like 100mbit or 1gbit",
+    ),
+    (["runner=netem", "runner.queue_ms=0"], "runner.queue_ms must be > 0, got 0"),
+    (
         ["experiment=deft_ncf_movielens", "compressor=none"],
         "experiment/deft_ncf_movielens sets compressor.density, which the chosen compressor "
         "option does not have",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from omegaconf import II
 
 from gradsync.config.schema import TaskBound, TrainerConfig, require
+from runners.testbed import missing_requirement, rate_mbit
 
 
 # ---- models -------------------------------------------------------------------------------
@@ -112,6 +113,32 @@ class LocalRunnerConfig:
     def __post_init__(self) -> None:
         require(self.grace_period_s >= 0, "runner.grace_period_s must be >= 0")
 
+    def machine_problem(self) -> str | None:
+        """Why this runner cannot start jobs on this machine (one line), or None."""
+        return None
+
+
+@dataclass
+class NetemRunnerConfig(LocalRunnerConfig):
+    _target_: str = "runners.netem.NetemRunner"
+    bandwidth: str = "1gbit"
+    """Rate of every worker's uplink and downlink, as tc writes it: 100mbit, 1gbit, 500kbit."""
+    burst: str = "256kb"
+    """Token-bucket burst: how much may leave at line rate before the cap applies."""
+    queue_ms: int = 50
+    """Longest a packet may wait in the shaper's queue before it is dropped."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        try:
+            rate_mbit(self.bandwidth)
+        except ValueError as exc:
+            raise ValueError(f"runner.{exc}") from None
+        require(self.queue_ms > 0, f"runner.queue_ms must be > 0, got {self.queue_ms}")
+
+    def machine_problem(self) -> str | None:
+        return missing_requirement()
+
 
 # ---- loggers ------------------------------------------------------------------------------
 @dataclass
@@ -146,6 +173,6 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "residual": ResidualFeedbackConfig,
     },
     "scheduler": {"allreduce": AllreduceSchedulerConfig},
-    "runner": {"local": LocalRunnerConfig},
+    "runner": {"local": LocalRunnerConfig, "netem": NetemRunnerConfig},
     "logger": {"console": LoggerConfig, "wandb": LoggerConfig},
 }

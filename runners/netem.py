@@ -1,0 +1,49 @@
+"""``runner=netem``: the local runner's workers, each in its own network namespace, talking over
+links shaped to ``runner.bandwidth`` (see ``testbed.py``). gloo binds to the namespace's
+interface; the configured rate is announced to the workers, which log it as
+``runner/link_mbit`` next to a measured all-reduce probe, ``runner/probe_mbit``.
+"""
+
+from __future__ import annotations
+
+from runners.base import Launch
+from runners.local import LocalRunner
+from runners.testbed import INTERFACE, ShapedNetwork, rate_mbit
+
+
+class NetemRunner(LocalRunner):
+    def __init__(
+        self,
+        *,
+        workers: int,
+        bandwidth: str = "1gbit",
+        burst: str = "256kb",
+        queue_ms: int = 50,
+        grace_period_s: float = 3.0,
+    ) -> None:
+        super().__init__(workers=workers, grace_period_s=grace_period_s)
+        self.bandwidth, self.burst, self.queue_ms = bandwidth, burst, queue_ms
+        self._network: ShapedNetwork | None = None
+
+    def run(self, launch: Launch) -> None:
+        # Torn down on every way out: success, worker failure, Ctrl-C.
+        with ShapedNetwork(
+            workers=self.workers, rate=self.bandwidth, burst=self.burst, queue_ms=self.queue_ms
+        ) as network:
+            self._network = network
+            try:
+                super().run(launch)
+            finally:
+                self._network = None
+
+    def _command(self, launch: Launch, rank: int) -> list[str]:
+        assert self._network is not None
+        return self._network.command(rank, launch.argv)
+
+    def _network_env(self, rank: int) -> dict[str, str]:
+        assert self._network is not None
+        return {
+            "MASTER_ADDR": self._network.addresses[0],
+            "GLOO_SOCKET_IFNAME": INTERFACE,
+            "GRADSYNC_LINK_MBIT": f"{rate_mbit(self.bandwidth):g}",
+        }

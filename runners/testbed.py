@@ -1,0 +1,133 @@
+"""An emulated cluster on one Linux host: one network namespace per worker, joined by a bridge,
+every link rate-limited with ``tc``.
+
+Each worker namespace has one interface ``eth0`` (a veth) with an address on a private /24;
+the other end sits in the bridge's own namespace, so the host's namespace is never touched.
+Both ends of every veth get a token-bucket filter at the chosen rate, so a worker's uplink and
+downlink are each capped, as on a switched network. Everything is removed on exit, also after
+an error or Ctrl-C. Needs root and iproute2.
+
+The kernel here has no ``netem`` qdisc, so only the rate is shaped (no added delay or loss).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from types import TracebackType
+
+INTERFACE = "eth0"
+_RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)$")
+_MBIT_PER_UNIT = {"bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}
+
+
+def rate_mbit(rate: str) -> float:
+    """Megabits per second of a ``tc`` rate such as ``100mbit`` or ``1gbit``."""
+    match = _RATE.match(rate)
+    if match is None:
+        raise ValueError(
+            f"bandwidth {rate!r} is not a rate like 100mbit or 1gbit (units: bit, kbit, mbit, gbit)"
+        )
+    return float(match.group(1)) * _MBIT_PER_UNIT[match.group(2)]
+
+
+def missing_requirement() -> str | None:
+    """Why a testbed cannot be built on this machine (one line), or None."""
+    if os.geteuid() != 0:
+        return (
+            "runner=netem needs root to create network namespaces (run as root, or use "
+            "runner=local)"
+        )
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"runner=netem needs `{tool}` from iproute2 (apt-get install iproute2)"
+    return None
+
+
+class ShapedNetwork:
+    """``with ShapedNetwork(workers=4, rate="100mbit") as net:`` then run rank r's command as
+    ``net.command(r, argv)``; rank r is reachable at ``net.addresses[r]``."""
+
+    def __init__(
+        self, *, workers: int, rate: str, burst: str = "256kb", queue_ms: int = 50
+    ) -> None:
+        rate_mbit(rate)  # fail early on a malformed rate
+        self.workers = workers
+        self.rate, self.burst, self.queue_ms = rate, burst, queue_ms
+        tag = os.getpid()
+        self.prefix = f"gs{tag}"
+        # A subnet per launcher process, so two jobs on one host do not share addresses.
+        subnet = f"10.{200 + tag % 50}.{(tag // 50) % 256}"
+        self.addresses = [f"{subnet}.{rank + 1}" for rank in range(workers)]
+        self.bridge_ns = f"{self.prefix}-br"
+        self.namespaces = [f"{self.prefix}-w{rank}" for rank in range(workers)]
+        self._created: list[str] = []
+
+    def command(self, rank: int, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.namespaces[rank], *argv]
+
+    def __enter__(self) -> ShapedNetwork:
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _build(self) -> None:
+        self._add_namespace(self.bridge_ns)
+        self._in(self.bridge_ns, "ip", "link", "add", "br0", "type", "bridge")
+        self._in(self.bridge_ns, "ip", "link", "set", "br0", "up")
+        for rank, ns in enumerate(self.namespaces):
+            self._add_namespace(ns)
+            worker_end, bridge_end = f"{self.prefix}v{rank}a", f"{self.prefix}v{rank}b"
+            _ip("link", "add", worker_end, "type", "veth", "peer", "name", bridge_end)
+            _ip("link", "set", worker_end, "netns", ns)
+            _ip("link", "set", bridge_end, "netns", self.bridge_ns)
+            self._in(ns, "ip", "link", "set", worker_end, "name", INTERFACE)
+            self._in(ns, "ip", "addr", "add", f"{self.addresses[rank]}/24", "dev", INTERFACE)
+            self._in(ns, "ip", "link", "set", INTERFACE, "up")
+            self._in(ns, "ip", "link", "set", "lo", "up")
+            self._in(self.bridge_ns, "ip", "link", "set", bridge_end, "master", "br0")
+            self._in(self.bridge_ns, "ip", "link", "set", bridge_end, "up")
+            self._shape(ns, INTERFACE)
+            self._shape(self.bridge_ns, bridge_end)
+
+    def _shape(self, ns: str, device: str) -> None:
+        self._in(
+            ns, "tc", "qdisc", "add", "dev", device, "root", "tbf",
+            "rate", self.rate, "burst", self.burst, "latency", f"{self.queue_ms}ms",
+        )  # fmt: skip
+
+    def _add_namespace(self, ns: str) -> None:
+        _ip("netns", "add", ns)
+        self._created.append(ns)
+
+    def _in(self, ns: str, *argv: str) -> None:
+        _run("ip", "netns", "exec", ns, *argv)
+
+    def close(self) -> None:
+        """Delete every namespace this testbed made (their veths go with them)."""
+        while self._created:
+            ns = self._created.pop()
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+
+def _ip(*argv: str) -> None:
+    _run("ip", *argv)
+
+
+def _run(*argv: str) -> None:
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"`{' '.join(argv)}` failed: {result.stderr.strip()}")
