@@ -19,8 +19,10 @@ from omegaconf import DictConfig, OmegaConf
 from gradsync import __version__
 from gradsync.config.compose import (
     ConfigError,
+    check_config,
     compose_jobs,
     defer_keys_of_swept_groups,
+    sweep_problems,
     write_resolved,
 )
 from gradsync.config.instantiate import build
@@ -73,36 +75,17 @@ _outcomes = _Invocation()
 
 # ---- one job (called by Hydra for each job, in this process) --------------------------------
 def run_job(cfg: DictConfig) -> None:
-    from runners.base import Launch, WorkerFailure
-
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     overrides = list(hydra_cfg.overrides.task)
     config_path = run_dir / "config.yaml"
     write_resolved(cfg, config_path)
-    runner = build(cfg.runner, path="runner")
-    launch = Launch(
-        argv=[
-            sys.executable,
-            "-m",
-            "gradsync.train.worker",
-            "--config",
-            str(config_path),
-            "--run-dir",
-            str(run_dir),
-        ],
-        run_dir=run_dir,
-        env={"OMP_NUM_THREADS": str(cfg.trainer.threads_per_worker)},
-    )
-    log.info(f"run dir: {run_dir}")
     started = time.time()
-    status, error = "completed", None
     try:
-        runner.run(launch)
-    except WorkerFailure as exc:
+        check_config(cfg)  # in a sweep, a job with a bad value fails on its own
+        status, error = _launch(cfg, run_dir, config_path)
+    except ConfigError as exc:
         status, error = "failed", str(exc)
-    except KeyboardInterrupt:
-        status, error = "interrupted", "interrupted by the user"
     summary = write_summary(
         run_dir,
         status=status,
@@ -121,6 +104,34 @@ def run_job(cfg: DictConfig) -> None:
     log.error(f"gradsync: error: {error} (run dir: {run_dir})")
     if status == "interrupted":
         raise SystemExit(summary["exit_code"])
+
+
+def _launch(cfg: DictConfig, run_dir: Path, config_path: Path) -> tuple[str, str | None]:
+    """Run the job's workers; (status, error)."""
+    from runners.base import Launch, WorkerFailure
+
+    runner = build(cfg.runner, path="runner")
+    launch = Launch(
+        argv=[
+            sys.executable,
+            "-m",
+            "gradsync.train.worker",
+            "--config",
+            str(config_path),
+            "--run-dir",
+            str(run_dir),
+        ],
+        run_dir=run_dir,
+        env={"OMP_NUM_THREADS": str(cfg.trainer.threads_per_worker)},
+    )
+    log.info(f"run dir: {run_dir}")
+    try:
+        runner.run(launch)
+    except WorkerFailure as exc:
+        return "failed", str(exc)
+    except KeyboardInterrupt:
+        return "interrupted", "interrupted by the user"
+    return "completed", None
 
 
 def _summary_line(summary: dict) -> str:
@@ -200,10 +211,22 @@ def _run_command(args: list[str]) -> int:
         unknown = [a for a in args if a.startswith("-") and a not in _MULTIRUN_FLAGS]
         if unknown:
             _fail(f"unknown option {unknown[0]}; see gradsync run --help")
+        multirun = any(a in _MULTIRUN_FLAGS for a in args)
+        problems: list[ConfigError | None] = []
         try:
-            compose_jobs(overrides, multirun=any(a in _MULTIRUN_FLAGS for a in args))
+            if multirun:
+                problems = sweep_problems(overrides)
+            else:
+                compose_jobs(overrides, multirun=False)
         except ConfigError as exc:
             _fail(str(exc))
+        invalid = [p for p in problems if p is not None]
+        if invalid:
+            print(
+                f"gradsync: warning: {len(invalid)} of {len(problems)} jobs have invalid values "
+                f"and will be marked failed without running (first: {invalid[0]})",
+                file=sys.stderr,
+            )
     _outcomes.command = shlex.join(["gradsync", "run", *args])
     if any(a in _MULTIRUN_FLAGS for a in args):
         positions = [i for i, a in enumerate(args) if "=" in a and not a.startswith("-")]

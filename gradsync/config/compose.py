@@ -67,15 +67,40 @@ def defer_keys_of_swept_groups(overrides: list[str]) -> list[str]:
 
 def compose_jobs(overrides: list[str], *, multirun: bool) -> list[DictConfig]:
     """The composed config of every job, each checked; ConfigError on the first problem."""
+    checked = _compose_and_check(overrides, multirun=multirun)
+    for _, problem in checked:
+        if problem is not None:
+            raise problem
+    return [cfg for cfg, _ in checked]
+
+
+def sweep_problems(overrides: list[str]) -> list[ConfigError | None]:
+    """Each job's problem (None: fine) for a -m command, in job order.
+
+    ConfigError is raised when a job cannot even be composed (an unknown option or key, a
+    malformed value: a typo to fix before anything runs) and when no job is valid. Otherwise a
+    job whose values fail the checks is left to fail on its own while the others run."""
+    problems = [problem for _, problem in _compose_and_check(overrides, multirun=True)]
+    if all(p is not None for p in problems):
+        raise problems[0]  # type: ignore[misc]
+    return problems
+
+
+def _compose_and_check(
+    overrides: list[str], *, multirun: bool
+) -> list[tuple[DictConfig, ConfigError | None]]:
     register_schemas()
     jobs = expand_sweep(overrides) if multirun else [overrides]
-    configs = []
+    checked: list[tuple[DictConfig, ConfigError | None]] = []
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         for job in jobs:
             cfg = _compose(job, multirun=multirun)
-            check_config(cfg)
-            configs.append(cfg)
-    return configs
+            try:
+                check_config(cfg)
+                checked.append((cfg, None))
+            except ConfigError as exc:
+                checked.append((cfg, exc))
+    return checked
 
 
 def _compose(overrides: list[str], *, multirun: bool) -> DictConfig:

@@ -105,6 +105,26 @@ def test_sweep_continues_past_a_failed_job_and_marks_it(gradsync_cmd, cli_env, t
     assert float(rows[1]["eval/accuracy"]) > 0.1
 
 
+def test_sweep_with_one_invalid_value_fails_that_job_only(gradsync_cmd, cli_env, tmp_path):
+    sweep = tmp_path / "sweep"
+    result = run_cli(
+        gradsync_cmd,
+        "run",
+        "-m",
+        "experiment=smoke",
+        "compressor=randomk",
+        "compressor.density=0.1,2",
+        f"hydra.sweep.dir={sweep}",
+        env=cli_env,
+    )
+    assert result.returncode == 1
+    assert "1 of 2 jobs have invalid values" in result.stderr
+    rows = list(csv.DictReader((sweep / "summary.csv").open()))
+    assert [(r["job"], r["status"]) for r in rows] == [("0", "completed"), ("1", "failed")]
+    assert rows[1]["error"] == "compressor.density must be in (0, 1], got 2.0"
+    assert not (sweep / "1" / "metrics.jsonl").exists()  # it never started
+
+
 def test_ctrl_c_stops_every_worker_and_records_the_interruption(gradsync_cmd, cli_env, tmp_path):
     run_dir = tmp_path / "run"
     job = start_long_job(gradsync_cmd, cli_env, run_dir)

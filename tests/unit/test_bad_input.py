@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradsync.config.compose import ConfigError, compose_jobs
+from gradsync.config.compose import ConfigError, compose_jobs, sweep_problems
 
 CASES = [
     (
@@ -106,3 +106,19 @@ def test_keys_of_a_swept_group_are_applied_per_job():
     # already a sweep, or the group is not swept: unchanged
     unchanged = ["compressor=topk", "compressor.density=0.1,0.01", "model.hidden=[1]"]
     assert defer_keys_of_swept_groups(unchanged) == unchanged
+
+
+def test_a_sweep_names_the_jobs_whose_values_are_invalid():
+    problems = sweep_problems(["trainer.workers=2,0", "trainer.lr=0.1"])
+    assert problems[0] is None
+    assert "trainer.workers must be >= 1, got 0" in str(problems[1])
+
+
+def test_a_sweep_with_no_valid_job_fails_as_a_whole():
+    with pytest.raises(ConfigError, match=r"trainer\.workers must be >= 1"):
+        sweep_problems(["trainer.workers=0,-1"])
+
+
+def test_a_sweep_with_a_typo_fails_before_anything_runs():
+    with pytest.raises(ConfigError, match="unknown compressor 'topkk'"):
+        sweep_problems(["compressor=topk,topkk"])
