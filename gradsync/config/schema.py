@@ -76,7 +76,9 @@ class TrainerConfig:
     loader_workers: int = 0
     """DataLoader worker processes per training worker (0: load in the training process)."""
     eval_batch_size: int = 256
-    dist_timeout_s: int = 120
+    comm_timeout_s: int = 120
+    """A collective that gets no reply from a peer for this long fails the job (a worker that
+    hangs or died inside a collective), instead of waiting forever."""
 
     def __post_init__(self) -> None:
         require(self.workers >= 1, f"trainer.workers must be >= 1, got {self.workers}")
@@ -99,7 +101,7 @@ class TrainerConfig:
         require(self.threads_per_worker >= 1, "trainer.threads_per_worker must be >= 1")
         require(self.loader_workers >= 0, "trainer.loader_workers must be >= 0")
         require(self.eval_batch_size >= 1, "trainer.eval_batch_size must be >= 1")
-        require(self.dist_timeout_s >= 1, "trainer.dist_timeout_s must be >= 1")
+        require(self.comm_timeout_s >= 1, "trainer.comm_timeout_s must be >= 1")
         require(
             not (self.nesterov and self.momentum == 0),
             "trainer.nesterov=true needs trainer.momentum > 0",

@@ -1,27 +1,53 @@
-"""Deliberate failures for testing how a job dies: ``GRADSYNC_FAULT=rank:step``.
+"""Deliberate failures for testing how a job dies, ``GRADSYNC_FAULT=rank:step[:hang]``, and
+the one-line form of a collective timeout.
 
-Rank ``rank`` raises at optimizer step ``step``. Used by the tests of failure propagation (and
-by anyone who wants to see what a crashed worker looks like); unset, it does nothing.
+Rank ``rank`` raises at optimizer step ``step`` (with ``:hang``, it stops responding instead,
+like a worker stuck outside a collective its peers are waiting in). Used by the tests of
+failure propagation (and by anyone who wants to see what a crashed worker looks like); unset,
+it does nothing.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 
 class InjectedFault(RuntimeError):
     pass
 
 
+class CommTimeout(RuntimeError):
+    """A collective got no reply from a peer within ``trainer.comm_timeout_s``."""
+
+
+def as_comm_timeout(exc: BaseException, timeout_s: int) -> CommTimeout | None:
+    """The one-line error for a backend's collective timeout (gloo: "Timed out waiting ...ms
+    for recv operation"; NCCL: "Watchdog caught collective operation timeout"), or None."""
+    text = str(exc).lower()
+    if isinstance(exc, RuntimeError) and ("timed out" in text or "timeout" in text):
+        return CommTimeout(
+            f"no reply from a peer within trainer.comm_timeout_s={timeout_s} s inside a "
+            "collective: a worker hung or died"
+        )
+    return None
+
+
 class FaultPlan:
     def __init__(self, *, rank: int, spec: str | None = None) -> None:
         spec = os.environ.get("GRADSYNC_FAULT") if spec is None else spec
         self.step: int | None = None
+        self.hang = False
         if spec:
-            fault_rank, fault_step = (int(x) for x in spec.split(":"))
-            if fault_rank == rank:
-                self.step = fault_step
+            fault_rank, fault_step, *mode = spec.split(":")
+            if int(fault_rank) == rank:
+                self.step = int(fault_step)
+                self.hang = mode == ["hang"]
 
     def check(self, step: int) -> None:
-        if self.step is not None and step == self.step:
-            raise InjectedFault(f"injected failure at step {step} (GRADSYNC_FAULT)")
+        if self.step is None or step != self.step:
+            return
+        if self.hang:
+            while True:  # until the launcher stops this worker
+                time.sleep(1)
+        raise InjectedFault(f"injected failure at step {step} (GRADSYNC_FAULT)")

@@ -32,7 +32,7 @@ from gradsync.dist.env import DistEnv
 from gradsync.tasks import build_task
 from gradsync.train import build as builders
 from gradsync.train.checkpoint import resolve_checkpoint
-from gradsync.train.faults import FaultPlan
+from gradsync.train.faults import FaultPlan, as_comm_timeout
 from gradsync.train.loop import Schedule, Trainer
 from gradsync.train.timing import make_clock
 from gradsync.types import MetricsLogger
@@ -53,7 +53,7 @@ def init_process_group(cfg: DictConfig, env: DistEnv, device: torch.device) -> N
         init_method=env.init_method,
         rank=env.rank,
         world_size=env.world_size,
-        timeout=timedelta(seconds=cfg.trainer.dist_timeout_s),
+        timeout=timedelta(seconds=cfg.trainer.comm_timeout_s),
         device_id=device if device.type == "cuda" else None,
     )
 
@@ -155,7 +155,13 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     if t.resume is not None:
         trainer.restore(resolve_checkpoint(t.resume))
     try:
-        trainer.fit()
+        try:
+            trainer.fit()
+        except RuntimeError as exc:
+            timeout = as_comm_timeout(exc, t.comm_timeout_s)
+            if timeout is None:
+                raise
+            raise timeout from exc
         # Leave together: a rank that tears down its gloo group while a peer is still in the
         # last collective can abort the process.
         dist.barrier()

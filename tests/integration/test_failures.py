@@ -59,6 +59,30 @@ def test_killed_worker_stops_the_job_within_seconds(gradsync_cmd, cli_env, tmp_p
     assert summary(run_dir)["status"] == "failed"
 
 
+def test_a_hung_worker_fails_the_job_after_the_comm_timeout(gradsync_cmd, cli_env, tmp_path):
+    run_dir = tmp_path / "run"
+    started = time.monotonic()
+    result = run_cli(
+        gradsync_cmd,
+        "run",
+        "trainer.comm_timeout_s=5",
+        "trainer.max_steps=50",
+        f"hydra.run.dir={run_dir}",
+        env={**cli_env, "GRADSYNC_FAULT": "1:3:hang"},  # rank 1 stops responding at step 3
+    )
+    assert time.monotonic() - started < 60
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "gradsync: error: rank 0 failed: CommTimeout: no reply from a peer within "
+            "trainer.comm_timeout_s=5 s"
+        )
+    )
+    assert workers_of(run_dir) == {}
+
+
 @pytest.mark.parametrize(
     "args",
     [
