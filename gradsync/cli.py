@@ -20,14 +20,18 @@ from gradsync import __version__
 from gradsync.config.compose import (
     ConfigError,
     check_config,
+    check_sweep,
     compose_jobs,
     defer_keys_of_swept_groups,
-    sweep_problems,
+    launcher_overrides,
     write_resolved,
 )
 from gradsync.config.instantiate import build
 from gradsync.config.schema import register_schemas
 from gradsync.metrics.summary import write_summary
+from gradsync.metrics.sweep_summary import SweepSummaryCallback
+from gradsync.train.checkpoint import resolve_checkpoint
+from runners.base import Launch, Runner, WorkerFailure
 
 log = logging.getLogger("gradsync")
 
@@ -37,7 +41,10 @@ _EVAL_SHOWN = (
     ("eval/perplexity", "perplexity"),
     ("eval/hr@10", "HR@10"),
 )
-COMMANDS = {"run": "train one configuration, or a sweep of them with -m"}
+COMMANDS = {
+    "run": "train one configuration, or a sweep of them with -m",
+    "sweep": "a sweep as text for a scheduler: --list OVERRIDES, --summarize SWEEP_DIR",
+}
 # Hydra flags that print information instead of running a job: passed to Hydra untouched.
 _HYDRA_INFO_FLAGS = {
     "--cfg",
@@ -83,9 +90,17 @@ def run_job(cfg: DictConfig) -> None:
     started = time.time()
     try:
         check_config(cfg)  # in a sweep, a job with a bad value fails on its own
-        status, error = _launch(cfg, run_dir, config_path)
+        runner = build(cfg.runner, path="runner")
+        if runner.restarted and cfg.trainer.resume is None and _has_checkpoint(run_dir):
+            cfg.trainer.resume = str(run_dir)  # requeued by the scheduler: continue, not restart
+            write_resolved(cfg, config_path)
+            log.info(f"restarted by the scheduler: resuming from {run_dir}")
+        status, error = _launch(runner, cfg, run_dir, config_path)
     except ConfigError as exc:
         status, error = "failed", str(exc)
+    else:
+        if not runner.reports_outcome:
+            return  # another task of this job (a Slurm job's task 0) writes the summary
     summary = write_summary(
         run_dir,
         status=status,
@@ -106,11 +121,18 @@ def run_job(cfg: DictConfig) -> None:
         raise SystemExit(summary["exit_code"])
 
 
-def _launch(cfg: DictConfig, run_dir: Path, config_path: Path) -> tuple[str, str | None]:
-    """Run the job's workers; (status, error)."""
-    from runners.base import Launch, WorkerFailure
+def _has_checkpoint(run_dir: Path) -> bool:
+    try:
+        resolve_checkpoint(run_dir)
+    except ValueError:
+        return False  # restarted before its first checkpoint: it starts over
+    return True
 
-    runner = build(cfg.runner, path="runner")
+
+def _launch(
+    runner: Runner, cfg: DictConfig, run_dir: Path, config_path: Path
+) -> tuple[str, str | None]:
+    """Run the job's workers; (status, error)."""
     launch = Launch(
         argv=[
             sys.executable,
@@ -207,26 +229,7 @@ def _run_command(args: list[str]) -> int:
         return 0
     register_schemas()
     if not any(a.split("=")[0] in _HYDRA_INFO_FLAGS for a in args):
-        overrides = [a for a in args if not a.startswith("-")]
-        unknown = [a for a in args if a.startswith("-") and a not in _MULTIRUN_FLAGS]
-        if unknown:
-            _fail(f"unknown option {unknown[0]}; see gradsync run --help")
-        multirun = any(a in _MULTIRUN_FLAGS for a in args)
-        problems: list[ConfigError | None] = []
-        try:
-            if multirun:
-                problems = sweep_problems(overrides)
-            else:
-                compose_jobs(overrides, multirun=False)
-        except ConfigError as exc:
-            _fail(str(exc))
-        invalid = [p for p in problems if p is not None]
-        if invalid:
-            print(
-                f"gradsync: warning: {len(invalid)} of {len(problems)} jobs have invalid values "
-                f"and will be marked failed without running (first: {invalid[0]})",
-                file=sys.stderr,
-            )
+        args = _checked_args(args)
     _outcomes.command = shlex.join(["gradsync", "run", *args])
     if any(a in _MULTIRUN_FLAGS for a in args):
         positions = [i for i, a in enumerate(args) if "=" in a and not a.startswith("-")]
@@ -236,9 +239,51 @@ def _run_command(args: list[str]) -> int:
             args[i] = text
     sys.argv = ["gradsync", *args]  # what Hydra parses
     _hydra_main()
-    if _outcomes.failed and any(a in _MULTIRUN_FLAGS for a in args):
-        _fail(f"{_outcomes.failed} of {_outcomes.finished} jobs failed; see summary.csv", code=1)
+    if any(a in _MULTIRUN_FLAGS for a in args):
+        # Jobs may have run elsewhere (Slurm): count what their summaries say.
+        statuses = SweepSummaryCallback.statuses
+        failed = sum(status != "completed" for status in statuses)
+        if failed:
+            _fail(f"{failed} of {len(statuses)} jobs failed; see summary.csv", code=1)
+        return 0
     return 1 if _outcomes.failed else 0
+
+
+def _checked_args(args: list[str]) -> list[str]:
+    """Compose and check every job before anything starts (exit 2 with one line on a problem
+    that concerns them all); return the arguments Hydra should parse."""
+    overrides = [a for a in args if not a.startswith("-")]
+    unknown = [a for a in args if a.startswith("-") and a not in _MULTIRUN_FLAGS]
+    if unknown:
+        _fail(f"unknown option {unknown[0]}; see gradsync run --help")
+    multirun = any(a in _MULTIRUN_FLAGS for a in args)
+    try:
+        checked = check_sweep(overrides) if multirun else _as_sweep(overrides)
+        valid = [cfg for cfg, problem in checked if problem is None]
+        if _submits_through_launcher(valid[0]):
+            # A cluster's queue takes jobs as a sweep (even one), shaped by all of them.
+            args = ["-m", *[a for a in args if a not in _MULTIRUN_FLAGS]]
+            args += launcher_overrides(valid)
+    except ConfigError as exc:
+        _fail(str(exc))
+    invalid = [problem for _, problem in checked if problem is not None]
+    if invalid:
+        print(
+            f"gradsync: warning: {len(invalid)} of {len(checked)} jobs have invalid values "
+            f"and will be marked failed without running (first: {invalid[0]})",
+            file=sys.stderr,
+        )
+    return args
+
+
+def _as_sweep(overrides: list[str]) -> list[tuple[DictConfig, ConfigError | None]]:
+    """A single job, checked (ConfigError on a problem), in ``check_sweep``'s form."""
+    return [(cfg, None) for cfg in compose_jobs(overrides, multirun=False)]
+
+
+def _submits_through_launcher(cfg: DictConfig) -> bool:
+    runner_schema = OmegaConf.get_type(cfg.runner)
+    return bool(getattr(runner_schema, "submits_through_launcher", False))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,6 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     if command not in COMMANDS:
         _fail(f"unknown command '{command}'; valid commands: {', '.join(COMMANDS)}")
+    if command == "sweep":
+        from gradsync import sweep_cli
+
+        register_schemas()
+        return sweep_cli.main(rest)
     return _run_command(rest)
 
 

@@ -27,6 +27,14 @@ class WorkerFailure(RuntimeError):
 
 
 class Runner(Protocol):
+    reports_outcome: bool
+    """This process writes the job's summary. False in all but task 0 of a job whose workers
+    are started by the scheduler (Slurm starts one task per worker, each running the job)."""
+
+    restarted: bool
+    """The scheduler restarted this job (requeued after preemption or its time limit): it
+    continues from its own last checkpoint, if it saved one."""
+
     def run(self, launch: Launch) -> None:
         """Run the job to completion; raise WorkerFailure if any worker fails."""
         ...

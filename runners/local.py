@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import codecs
 import ctypes
-import json
 import logging
 import os
 import re
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from runners.base import Launch, WorkerFailure
+from runners.reports import error_file, read_error_reports, root_cause
 
 log = logging.getLogger("gradsync.workers")
 _POLL_S = 0.05
@@ -119,6 +119,9 @@ class _Forwarder(threading.Thread):
 
 
 class LocalRunner:
+    reports_outcome = True
+    restarted = False  # nothing restarts a local job behind the user's back
+
     def __init__(self, *, workers: int, grace_period_s: float = 3.0) -> None:
         self.workers = workers
         self.grace_period_s = grace_period_s
@@ -170,7 +173,7 @@ class LocalRunner:
                 "LOCAL_WORLD_SIZE": str(self.workers),
                 "GRADSYNC_LAUNCHER": "local",
                 "MASTER_PORT": str(port),
-                "GRADSYNC_ERROR_FILE": str(scratch / f"error-rank{rank}.json"),
+                "GRADSYNC_ERROR_FILE": str(error_file(scratch, rank)),
                 "GRADSYNC_PROGRESS": "1" if sys.stderr.isatty() else "0",
                 "PYTHONUNBUFFERED": "1",
                 **self._network_env(rank),
@@ -212,21 +215,4 @@ class LocalRunner:
                 proc.wait()
 
     def _failure(self, first_failures: dict[int, int], scratch: Path) -> WorkerFailure:
-        # Once one rank dies its peers fail too (closed connections). A rank killed by a signal
-        # the launcher did not send is the cause; otherwise the earliest error report is.
-        signalled = {rank: code for rank, code in first_failures.items() if code < 0}
-        if signalled:
-            rank, code = min(signalled.items())
-            return WorkerFailure(rank=rank, reason=f"killed by {signal.Signals(-code).name}")
-        reports = []
-        for path in scratch.glob("error-rank*.json"):
-            try:
-                reports.append(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError):
-                continue
-        if reports:
-            first = min(reports, key=lambda r: r["time"])
-            reason = f"{first['type']}: {first['message']}" if first["message"] else first["type"]
-            return WorkerFailure(rank=first["rank"], reason=reason, detail=first["traceback"])
-        rank, code = min(first_failures.items())
-        return WorkerFailure(rank=rank, reason=f"exited with code {code} and left no error report")
+        return root_cause(first_failures, read_error_reports(scratch))

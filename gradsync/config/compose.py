@@ -8,6 +8,7 @@ that depend on this machine (CUDA, resume paths) up front, for every job of a sw
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 
@@ -74,16 +75,26 @@ def compose_jobs(overrides: list[str], *, multirun: bool) -> list[DictConfig]:
     return [cfg for cfg, _ in checked]
 
 
-def sweep_problems(overrides: list[str]) -> list[ConfigError | None]:
-    """Each job's problem (None: fine) for a -m command, in job order.
+def check_sweep(overrides: list[str]) -> list[tuple[DictConfig, ConfigError | None]]:
+    """Each job's config and problem (None: fine) for a -m command, in job order.
 
     ConfigError is raised when a job cannot even be composed (an unknown option or key, a
     malformed value: a typo to fix before anything runs) and when no job is valid. Otherwise a
     job whose values fail the checks is left to fail on its own while the others run."""
-    problems = [problem for _, problem in _compose_and_check(overrides, multirun=True)]
+    checked = _compose_and_check(overrides, multirun=True)
+    problems = [problem for _, problem in checked]
     if all(p is not None for p in problems):
         raise problems[0]  # type: ignore[misc]
-    return problems
+    return checked
+
+
+def launcher_overrides(jobs: list[DictConfig]) -> list[str]:
+    """What the runner of these (valid) jobs sets on Hydra's launcher for the whole sweep."""
+    runners = [OmegaConf.to_object(cfg.runner) for cfg in jobs]
+    try:
+        return type(runners[0]).launcher_overrides(runners)
+    except ValueError as exc:
+        raise ConfigError(_first_line(str(exc))) from None
 
 
 def _compose_and_check(
@@ -278,4 +289,8 @@ def resolved_yaml(cfg: DictConfig) -> str:
 
 
 def write_resolved(cfg: DictConfig, path: Path) -> None:
-    path.write_text(resolved_yaml(cfg), encoding="utf-8")
+    """Write atomically: several tasks of one Slurm job write the same file, and a worker may
+    read it at any moment."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(resolved_yaml(cfg), encoding="utf-8")
+    os.replace(partial, path)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 
 class Device(Enum):
@@ -178,8 +178,15 @@ def _collect_schemas() -> dict[str, dict[str, type]]:
     return collected
 
 
+def _per_node(workers: int, nodes: int) -> int:
+    return int(workers) // int(nodes)
+
+
 def register_schemas() -> None:
-    """Store every schema in Hydra's ConfigStore under ``schema/<group>/<option>``."""
+    """Store every schema in Hydra's ConfigStore under ``schema/<group>/<option>``, and the
+    resolvers configs use."""
+    # Tasks per node of a multi-node job: ${gradsync.per_node:${trainer.workers},${runner.nodes}}
+    OmegaConf.register_new_resolver("gradsync.per_node", _per_node, replace=True)
     store = ConfigStore.instance()
     store.store(name="schema_train", node=TrainConfig)
     for group, options in _collect_schemas().items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
@@ -22,15 +22,23 @@ def _job_order(job_dir: Path) -> tuple[bool, int, str]:
     return (not numbered, int(job_dir.name) if numbered else 0, job_dir.name)
 
 
-def _job_dirs(sweep_dir: Path) -> list[Path]:
-    dirs = [p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")]
+def _job_dirs(sweep_dir: Path, expected_jobs: int) -> list[Path]:
+    dirs = {p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")}
+    dirs |= {sweep_dir / str(job) for job in range(expected_jobs)}
     return sorted(dirs, key=_job_order)
 
 
-def sweep_rows(sweep_dir: Path) -> list[dict[str, Any]]:
+def sweep_rows(sweep_dir: Path, *, expected_jobs: int = 0) -> list[dict[str, Any]]:
+    """One row per job directory, and per job number below ``expected_jobs`` even if that job
+    never started (status ``missing``)."""
     rows = []
-    for job_dir in _job_dirs(sweep_dir):
-        summary = read_summary(job_dir) or {"status": "missing", "overrides": [], "final": {}}
+    for job_dir in _job_dirs(sweep_dir, expected_jobs):
+        summary = read_summary(job_dir) or {
+            "status": "missing",
+            "error": "no summary.json: the job was killed or never started",
+            "overrides": [],
+            "final": {},
+        }
         row: dict[str, Any] = {
             "job": job_dir.name,
             "overrides": " ".join(summary.get("overrides", [])),
@@ -43,8 +51,8 @@ def sweep_rows(sweep_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def write_sweep_summary(sweep_dir: Path) -> Path:
-    rows = sweep_rows(sweep_dir)
+def write_sweep_summary(sweep_dir: Path, *, expected_jobs: int = 0) -> Path:
+    rows = sweep_rows(sweep_dir, expected_jobs=expected_jobs)
     fixed = ["job", "overrides", "status", "error"]
     metric_keys = sorted({k for row in rows for k in row} - {*fixed, "run_dir"})
     path = sweep_dir / SWEEP_FILE
@@ -56,6 +64,12 @@ def write_sweep_summary(sweep_dir: Path) -> Path:
 
 
 class SweepSummaryCallback(Callback):
+    statuses: ClassVar[list[str]] = []
+    """Every job's status in the last sweep this process launched, wherever its jobs ran (here
+    or on a cluster): what the command's exit code is decided from."""
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        path = write_sweep_summary(Path(config.hydra.sweep.dir))
+        sweep_dir = Path(config.hydra.sweep.dir)
+        path = write_sweep_summary(sweep_dir)
+        SweepSummaryCallback.statuses = [row["status"] for row in sweep_rows(sweep_dir)]
         log.info(f"sweep summary: {path}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradsync.config.compose import ConfigError, compose_jobs, sweep_problems
+from gradsync.config.compose import ConfigError, check_sweep, compose_jobs
 
 CASES = [
     (
@@ -109,16 +109,16 @@ def test_keys_of_a_swept_group_are_applied_per_job():
 
 
 def test_a_sweep_names_the_jobs_whose_values_are_invalid():
-    problems = sweep_problems(["trainer.workers=2,0", "trainer.lr=0.1"])
+    problems = [problem for _, problem in check_sweep(["trainer.workers=2,0", "trainer.lr=0.1"])]
     assert problems[0] is None
     assert "trainer.workers must be >= 1, got 0" in str(problems[1])
 
 
 def test_a_sweep_with_no_valid_job_fails_as_a_whole():
     with pytest.raises(ConfigError, match=r"trainer\.workers must be >= 1"):
-        sweep_problems(["trainer.workers=0,-1"])
+        check_sweep(["trainer.workers=0,-1"])
 
 
 def test_a_sweep_with_a_typo_fails_before_anything_runs():
     with pytest.raises(ConfigError, match="unknown compressor 'topkk'"):
-        sweep_problems(["compressor=topk,topkk"])
+        check_sweep(["compressor=topk,topkk"])

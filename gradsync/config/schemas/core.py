@@ -8,10 +8,12 @@ YAML file, and edits nothing else.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from omegaconf import II
 
 from gradsync.config.schema import TaskBound, TrainerConfig, require
+from runners.slurm import missing_sbatch
 from runners.testbed import missing_requirement, rate_mbit
 
 
@@ -104,7 +106,25 @@ class AllreduceSchedulerConfig:
 
 # ---- runners ------------------------------------------------------------------------------
 @dataclass
-class LocalRunnerConfig:
+class RunnerConfig:
+    """What the command line asks of every runner option before it starts anything."""
+
+    submits_through_launcher: ClassVar[bool] = False
+    """True: jobs go through a Hydra launcher (a cluster's queue), so even one job is a sweep."""
+
+    def machine_problem(self) -> str | None:
+        """Why this runner cannot start jobs on this machine (one line), or None."""
+        return None
+
+    @staticmethod
+    def launcher_overrides(jobs: list[Any]) -> list[str]:
+        """Hydra launcher settings that depend on the whole sweep (``jobs``: each job's typed
+        runner config)."""
+        return []
+
+
+@dataclass
+class LocalRunnerConfig(RunnerConfig):
     _target_: str = "runners.local.LocalRunner"
     workers: int = II("trainer.workers")
     grace_period_s: float = 3.0
@@ -112,10 +132,6 @@ class LocalRunnerConfig:
 
     def __post_init__(self) -> None:
         require(self.grace_period_s >= 0, "runner.grace_period_s must be >= 0")
-
-    def machine_problem(self) -> str | None:
-        """Why this runner cannot start jobs on this machine (one line), or None."""
-        return None
 
 
 @dataclass
@@ -138,6 +154,58 @@ class NetemRunnerConfig(LocalRunnerConfig):
 
     def machine_problem(self) -> str | None:
         return missing_requirement()
+
+
+@dataclass
+class SlurmRunnerConfig(RunnerConfig):
+    """Resources of every job of a sweep submitted to Slurm (one array element per job)."""
+
+    _target_: str = "runners.slurm.SlurmRunner"
+    submits_through_launcher: ClassVar[bool] = True
+    workers: int = II("trainer.workers")
+    nodes: int = 1
+    """Nodes per job; each runs trainer.workers / nodes workers (tasks)."""
+    partition: str | None = None
+    time_min: int = 60
+    """Time limit of each job, in minutes."""
+    cpus_per_task: int = II("trainer.threads_per_worker")
+    gpus_per_node: int | None = None
+    """GPUs to request per node (with trainer.device=cuda: workers / nodes)."""
+    mem_gb: int | None = None
+    account: str | None = None
+    qos: str | None = None
+    array_parallelism: int = 256
+    """At most this many jobs of the array run at once."""
+    max_requeues: int = 0
+    """Times a job that hits its time limit or is preempted is requeued; it resumes from its
+    last checkpoint."""
+    report_grace_s: float = 3.0
+
+    def __post_init__(self) -> None:
+        require(self.nodes >= 1, f"runner.nodes must be >= 1, got {self.nodes}")
+        require(
+            self.workers % self.nodes == 0,
+            f"trainer.workers={self.workers} does not split evenly over runner.nodes="
+            f"{self.nodes}: give every node the same number of workers",
+        )
+        require(self.time_min >= 1, f"runner.time_min must be >= 1, got {self.time_min}")
+        require(self.max_requeues >= 0, "runner.max_requeues must be >= 0")
+
+    def machine_problem(self) -> str | None:
+        return missing_sbatch()
+
+    @staticmethod
+    def launcher_overrides(jobs: list[Any]) -> list[str]:
+        # One array has one shape: every element gets the tasks of the largest job, and a job
+        # with fewer workers leaves the extra tasks idle.
+        nodes = {job.nodes for job in jobs}
+        if len(nodes) > 1:
+            raise ValueError(
+                "runner.nodes cannot differ between jobs of one Slurm sweep (one job array, "
+                "one shape); run one sweep per node count"
+            )
+        per_node = max(job.workers for job in jobs) // nodes.pop()
+        return [f"hydra.launcher.tasks_per_node={per_node}"]
 
 
 # ---- loggers ------------------------------------------------------------------------------
@@ -173,6 +241,6 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "residual": ResidualFeedbackConfig,
     },
     "scheduler": {"allreduce": AllreduceSchedulerConfig},
-    "runner": {"local": LocalRunnerConfig, "netem": NetemRunnerConfig},
+    "runner": {"local": LocalRunnerConfig, "netem": NetemRunnerConfig, "slurm": SlurmRunnerConfig},
     "logger": {"console": LoggerConfig, "wandb": LoggerConfig},
 }

@@ -1,0 +1,65 @@
+"""``gradsync sweep``: a sweep as plain text for schedulers gradsync does not drive itself.
+
+* ``gradsync sweep --list OVERRIDES...`` checks every job like ``gradsync run -m`` and prints
+  one line of overrides per job (shell-quoted), in the order ``run -m`` numbers them. Line i is
+  what array task i runs (``scripts/slurm/``).
+* ``gradsync sweep --summarize SWEEP_DIR`` writes ``summary.csv`` from the jobs' directories,
+  prints one line per job, and exits 1 if any job failed or left no summary.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from gradsync.config.compose import ConfigError, check_sweep, expand_sweep
+from gradsync.metrics.sweep_summary import sweep_rows, write_sweep_summary
+
+JOBS_FILE = "jobs.txt"  # what submit.sh writes the listed jobs to
+SCHEDULER_LOG = "slurm.out"  # each array task's output, in its job directory
+USAGE = "usage: gradsync sweep --list OVERRIDE... | gradsync sweep --summarize SWEEP_DIR"
+
+
+def list_jobs(overrides: list[str]) -> list[str]:
+    """One shell-quoted line of overrides per job. ConfigError if a job cannot be composed
+    or none is valid; a job with an invalid value is listed and fails when it runs."""
+    check_sweep(overrides)
+    return [shlex.join(job) for job in expand_sweep(overrides)]
+
+
+def summarize(sweep_dir: Path) -> int:
+    if not sweep_dir.is_dir():
+        raise ConfigError(f"sweep directory {sweep_dir} does not exist")
+    listed = sweep_dir / JOBS_FILE
+    expected = len(listed.read_text().splitlines()) if listed.is_file() else 0
+    path = write_sweep_summary(sweep_dir, expected_jobs=expected)
+    rows = sweep_rows(sweep_dir, expected_jobs=expected)
+    for row in rows:
+        line = f"job {row['job']}: {row['status']}"
+        if row["status"] != "completed":
+            log = Path(row["run_dir"]) / SCHEDULER_LOG
+            line += f": {row['error']}" + (f" (log: {log})" if log.is_file() else "")
+        print(line)
+    print(f"sweep summary: {path}")
+    failed = [row for row in rows if row["status"] != "completed"]
+    return 1 if failed or not rows else 0
+
+
+def main(args: list[str]) -> int:
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE)
+        print(__doc__.split("\n\n", 1)[1].rstrip())
+        return 0 if args else 2
+    mode, rest = args[0], args[1:]
+    try:
+        if mode == "--list":
+            print("\n".join(list_jobs(rest)))
+            return 0
+        if mode == "--summarize" and len(rest) == 1:
+            return summarize(Path(rest[0]))
+    except ConfigError as exc:
+        print(f"gradsync: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"gradsync: error: {USAGE}", file=sys.stderr)
+    return 2

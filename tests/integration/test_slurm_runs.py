@@ -1,0 +1,126 @@
+"""Sweeps on a real Slurm (slurmctld + slurmd + munge, started for these tests): through
+``runner=slurm`` (one job array via Hydra's submitit launcher, workers started by srun) and
+through the plain sbatch scripts in ``scripts/slurm/``. Both write the same run directories
+and summary.csv as a local sweep; a job that fails is reported as failed, with its log."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.helpers import slurm
+from tests.helpers.cli import run_cli, summary
+
+pytestmark = pytest.mark.skipif(slurm.missing() is not None, reason=str(slurm.missing()))
+
+SWEEP = ["compressor=none,topk", "trainer.workers=1,2", "trainer.max_steps=5"]
+JOBS = [(c, w) for c in ("none", "topk") for w in (1, 2)]
+
+
+@pytest.fixture(scope="module")
+def slurm_env(module_cli_env, tmp_path_factory):
+    with slurm.LocalSlurm(tmp_path_factory.mktemp("slurm")) as env:
+        yield {**module_cli_env, "SLURM_CONF": env["SLURM_CONF"]}
+
+
+def _rows(sweep_dir: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader((sweep_dir / "summary.csv").open()))
+
+
+def _check_finished_sweep(sweep_dir: Path) -> None:
+    rows = _rows(sweep_dir)
+    assert [r["status"] for r in rows] == ["completed"] * 4, [r["error"] for r in rows]
+    for row, (compressor, workers) in zip(rows, JOBS, strict=True):
+        assert f"compressor={compressor}" in row["overrides"]
+        assert f"trainer.workers={workers}" in row["overrides"]
+        final = summary(Path(row["run_dir"]))["final"]
+        # One worker all-reduces with nobody: no bytes cross a wire.
+        assert (final["comm/bytes_wire"] > 0) == (workers == 2)
+
+
+def test_sweep_through_runner_slurm(gradsync_cmd, slurm_env, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli(
+        gradsync_cmd, "run", "-m", "runner=slurm", *SWEEP, f"hydra.sweep.dir={sweep_dir}",
+        env=slurm_env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    _check_finished_sweep(sweep_dir)
+    assert list((sweep_dir / ".submitit").iterdir())  # it really went through Slurm
+
+
+def test_sweep_through_the_sbatch_scripts(slurm_env, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    # The scripts call `gradsync` from PATH, as on a cluster where it is installed.
+    env = {**slurm_env, "PATH": f"{Path(sys.executable).parent}:{slurm_env['PATH']}"}
+    result = subprocess.run(
+        [str(REPO / "scripts" / "slurm" / "submit.sh"), str(sweep_dir), "--", *SWEEP],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (sweep_dir / "jobs.txt").read_text().count("\n") == 4
+    _check_finished_sweep(sweep_dir)
+
+
+def test_a_failing_job_is_reported_with_its_log_while_the_others_finish(
+    gradsync_cmd, slurm_env, tmp_path
+):
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli(
+        gradsync_cmd, "run", "-m", "runner=slurm", "trainer.workers=2,1", "trainer.max_steps=6",
+        f"hydra.sweep.dir={sweep_dir}",
+        env={**slurm_env, "GRADSYNC_FAULT": "1:3"},  # only a job with a rank 1 can fail
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "gradsync: error: 1 of 2 jobs failed; see summary.csv"
+    )
+    failed, finished = _rows(sweep_dir)
+    assert finished["status"] == "completed"
+    assert failed["status"] == "failed"
+    assert failed["error"].startswith("rank 1 failed: InjectedFault: injected failure at step 3")
+    log = failed["error"].split("(Slurm log: ")[1].rstrip(")")
+    assert "InjectedFault" in Path(log).read_text()
+
+
+def _slurm(env: dict[str, str], *argv: str) -> str:
+    return subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_a_requeued_job_resumes_from_its_last_checkpoint(gradsync_cmd, slurm_env, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    job = subprocess.Popen(
+        [*gradsync_cmd, "run", "runner=slurm", "trainer.epochs=8", f"hydra.sweep.dir={sweep_dir}"],
+        env=slurm_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (sweep_dir / "0" / "checkpoints" / "latest").is_file():
+            assert time.monotonic() < deadline and job.poll() is None, "no checkpoint was saved"
+            time.sleep(0.2)
+        (slurm_id,) = _slurm(slurm_env, "squeue", "-h", "-o", "%i").split()
+        _slurm(slurm_env, "scontrol", "requeue", slurm_id)  # what preemption does
+        while not _slurm(slurm_env, "squeue", "-h", "-j", slurm_id, "-o", "%T").startswith(
+            "PENDING"
+        ):
+            time.sleep(0.2)
+        # Slurm holds a requeued job for two minutes; let it start now.
+        _slurm(slurm_env, "scontrol", "update", f"JobId={slurm_id}", "StartTime=now")
+        _, stderr = job.communicate(timeout=240)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, stderr
+    run = sweep_dir / "0"
+    assert summary(run)["status"] == "completed"
+    assert summary(run)["final"]["epoch"] == 8  # all of it, across the two runs
+    assert "restarted by the scheduler: resuming from" in (run / "train.log").read_text()
+    worker_logs = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob("*/*_log.out"))
+    assert "resumed from" in worker_logs  # the worker loaded the checkpoint, not a fresh model
