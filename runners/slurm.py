@@ -14,14 +14,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import time
 
 from gradsync.dist.env import first_slurm_host, slurm_port
-from runners.base import Launch, WorkerFailure
-from runners.reports import error_file, read_error_reports, root_cause
+from runners.base import WorkerFailure
+from runners.task import TaskRunner
 
-ERRORS_DIR = ".errors"
 STOPPED_WAIT_S = 300.0  # longer than any sensible KillWait
 
 
@@ -31,7 +29,9 @@ def missing_sbatch() -> str | None:
     return None
 
 
-class SlurmRunner:
+class SlurmRunner(TaskRunner):
+    launcher = "slurm"
+
     def __init__(
         self,
         *,
@@ -41,59 +41,33 @@ class SlurmRunner:
         **resources: object,
     ) -> None:
         # ``resources`` (partition, time, GPUs, ...) were used by the launcher to submit the job.
-        self.workers = workers
+        super().__init__(
+            workers=workers,
+            task=int(os.environ.get("SLURM_PROCID", "0")),
+            tasks=int(os.environ.get("SLURM_NTASKS", "0")),
+            report_grace_s=report_grace_s,
+        )
         self.nodes = nodes
-        self.report_grace_s = report_grace_s
-        self.task = int(os.environ.get("SLURM_PROCID", "0"))
-        self.reports_outcome = self.task == 0
         self.restarted = int(os.environ.get("SLURM_RESTART_COUNT", "0")) > 0
 
-    def run(self, launch: Launch) -> None:
-        tasks = int(os.environ.get("SLURM_NTASKS", "0"))
-        if tasks < self.workers:
-            raise WorkerFailure(
-                rank=self.task,
-                reason=f"the Slurm job has {tasks} tasks for trainer.workers={self.workers}; "
-                "submit jobs with gradsync run ... runner=slurm",
-            )
-        if self.task >= self.workers:
-            return  # the array is shaped for the sweep's largest job; this one needs fewer
-        errors = launch.run_dir / ERRORS_DIR
-        errors.mkdir(parents=True, exist_ok=True)
-        job_id = os.environ.get("SLURM_JOB_ID", "0")
-        env = {
-            **os.environ,
-            **launch.env,
+    def rank_env(self) -> dict[str, str]:
+        return {
             "RANK": str(self.task),
             "WORLD_SIZE": str(self.workers),
             "LOCAL_RANK": os.environ.get("SLURM_LOCALID", "0"),
             "MASTER_ADDR": first_slurm_host(os.environ.get("SLURM_JOB_NODELIST", "")),
-            "MASTER_PORT": str(slurm_port(job_id)),
-            "GRADSYNC_LAUNCHER": "slurm",
-            "GRADSYNC_ERROR_FILE": str(error_file(errors, self.task)),
-            "GRADSYNC_PROGRESS": "0",
-            "PYTHONUNBUFFERED": "1",
+            "MASTER_PORT": str(slurm_port(os.environ.get("SLURM_JOB_ID", "0"))),
         }
-        # The worker's output goes to this task's Slurm log.
-        code = subprocess.run(
-            launch.argv, env=env, stdin=subprocess.DEVNULL, check=False
-        ).returncode
-        if code == 0:
-            return
+
+    def stopped(self, code: int) -> None:
         if code in (128 + signal.SIGTERM, -signal.SIGTERM):
             # Slurm is stopping the job (requeue after preemption or time limit, scancel).
             # Leave no result behind: a requeued run resumes and reports. Slurm kills this
             # task after its KillWait.
             time.sleep(STOPPED_WAIT_S)
-            raise WorkerFailure(rank=self.task, reason="stopped by Slurm and not killed after")
-        # Peers fail a moment later with closed connections; give the first report time to land.
-        deadline = time.monotonic() + self.report_grace_s
-        reports = read_error_reports(errors)
-        while time.monotonic() < deadline and len(reports) < self.workers:
-            time.sleep(0.2)
-            reports = read_error_reports(errors)
-        failure = root_cause({self.task: code}, reports)
-        raise WorkerFailure(
+
+    def describe(self, failure: WorkerFailure) -> WorkerFailure:
+        return WorkerFailure(
             rank=failure.rank,
             reason=f"{failure.reason} (Slurm log: {slurm_log(failure.rank)})",
             detail=failure.detail,

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from gradsync.config.compose import compose_jobs, write_resolved
-from tests.helpers.cli import metrics, run_cli
+from tests.helpers.cli import metrics, run_cli, summary
 
 
 def test_worker_runs_under_torchrun(cli_env, tmp_path):
@@ -40,6 +40,38 @@ def test_worker_runs_under_torchrun(cli_env, tmp_path):
     records = metrics(tmp_path)
     assert [r["step"] for r in records if "train/loss" in r] == [2, 4, 6]
     assert records[-1]["eval/accuracy"] > 0.1
+
+
+def _torchrun_job(cli_env, run_dir, **env):
+    torchrun = Path(sys.executable).parent / "torchrun"
+    return subprocess.run(
+        [str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "gradsync", "run",
+         "runner=torchrun", "trainer.workers=2", "trainer.max_steps=8",
+         f"hydra.run.dir={run_dir}"],
+        capture_output=True, text=True, env={**cli_env, **env}, timeout=240,
+    )  # fmt: skip
+
+
+def test_runner_torchrun_runs_a_job_torchrun_started(cli_env, tmp_path):
+    result = _torchrun_job(cli_env, tmp_path / "run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    final = summary(tmp_path / "run")
+    assert final["status"] == "completed" and final["final"]["step"] == 8
+    assert final["final"]["comm/bytes_wire"] > 0  # two workers really exchanged gradients
+
+
+def test_runner_torchrun_names_the_rank_that_failed(cli_env, tmp_path):
+    result = _torchrun_job(cli_env, tmp_path / "run", GRADSYNC_FAULT="1:3")
+    assert result.returncode != 0
+    final = summary(tmp_path / "run")
+    assert final["status"] == "failed"
+    assert final["error"].startswith("rank 1 failed: InjectedFault")
+
+
+def test_runner_torchrun_outside_torchrun_says_how_to_start_it(gradsync_cmd, cli_env):
+    result = run_cli(gradsync_cmd, "run", "runner=torchrun", env=cli_env)
+    assert result.returncode == 2
+    assert "torchrun --nproc-per-node N -m gradsync run runner=torchrun" in result.stderr
 
 
 def test_help_lists_groups_and_options(gradsync_cmd, cli_env):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradsync.config.compose import ConfigError, check_sweep, compose_jobs
+from gradsync.config.compose import ConfigError, check_sweep, compose_jobs, launcher_overrides
 
 CASES = [
     (
@@ -51,6 +51,11 @@ CASES = [
         "runner.bandwidth 'fast' is not a rate like 100mbit or 1gbit",
     ),
     (["runner=netem", "runner.queue_ms=0"], "runner.queue_ms must be > 0, got 0"),
+    (
+        ["runner=slurm", "trainer.workers=3", "runner.nodes=2"],
+        "trainer.workers=3 does not split evenly over runner.nodes=2",
+    ),
+    (["runner=slurm", "runner.time_min=0"], "runner.time_min must be >= 1, got 0"),
     (
         ["experiment=deft_ncf_movielens", "compressor=none"],
         "experiment/deft_ncf_movielens sets compressor.density, which the chosen compressor "
@@ -122,3 +127,13 @@ def test_a_sweep_with_no_valid_job_fails_as_a_whole():
 def test_a_sweep_with_a_typo_fails_before_anything_runs():
     with pytest.raises(ConfigError, match="unknown compressor 'topkk'"):
         check_sweep(["compressor=topk,topkk"])
+
+
+def test_a_slurm_sweep_is_one_array_shaped_by_its_largest_job():
+    jobs = [cfg for cfg, _ in check_sweep(["runner=slurm", "trainer.workers=1,4"])]
+    assert launcher_overrides(jobs) == ["hydra.launcher.tasks_per_node=4"]
+    jobs = [
+        cfg for cfg, _ in check_sweep(["runner=slurm", "trainer.workers=4", "runner.nodes=1,2"])
+    ]
+    with pytest.raises(ConfigError, match=r"runner\.nodes cannot differ between jobs"):
+        launcher_overrides(jobs)

@@ -7,6 +7,7 @@ YAML file, and edits nothing else.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -15,6 +16,7 @@ from omegaconf import II
 from gradsync.config.schema import TaskBound, TrainerConfig, require
 from runners.slurm import missing_sbatch
 from runners.testbed import missing_requirement, rate_mbit
+from runners.torchrun import missing_torchrun_env
 
 
 # ---- models -------------------------------------------------------------------------------
@@ -208,6 +210,25 @@ class SlurmRunnerConfig(RunnerConfig):
         return [f"hydra.launcher.tasks_per_node={per_node}"]
 
 
+@dataclass
+class TorchrunRunnerConfig(RunnerConfig):
+    """For jobs started by torchrun, which starts one gradsync process per worker."""
+
+    _target_: str = "runners.torchrun.TorchrunRunner"
+    workers: int = II("trainer.workers")
+    report_grace_s: float = 3.0
+
+    def machine_problem(self) -> str | None:
+        problem = missing_torchrun_env()
+        started = int(os.environ.get("WORLD_SIZE", "0"))
+        if problem is None and started != self.workers:
+            problem = (
+                f"trainer.workers={self.workers} but torchrun started {started} processes: "
+                f"pass trainer.workers={started}"
+            )
+        return problem
+
+
 # ---- loggers ------------------------------------------------------------------------------
 @dataclass
 class WandbConfig:
@@ -241,6 +262,11 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "residual": ResidualFeedbackConfig,
     },
     "scheduler": {"allreduce": AllreduceSchedulerConfig},
-    "runner": {"local": LocalRunnerConfig, "netem": NetemRunnerConfig, "slurm": SlurmRunnerConfig},
+    "runner": {
+        "local": LocalRunnerConfig,
+        "netem": NetemRunnerConfig,
+        "slurm": SlurmRunnerConfig,
+        "torchrun": TorchrunRunnerConfig,
+    },
     "logger": {"console": LoggerConfig, "wandb": LoggerConfig},
 }

@@ -1,0 +1,64 @@
+"""``runner=torchrun``: for jobs started under ``torchrun`` (one node or many).
+
+    torchrun --nproc-per-node 4 -m gradsync run runner=torchrun trainer.workers=4
+
+torchrun starts one gradsync process per worker with RANK, WORLD_SIZE, LOCAL_RANK and
+MASTER_ADDR/PORT set; each runs the job and starts its own worker with them. All processes
+share the run directory (by default one named after torchrun's run id); rank 0 writes the
+summary. When a worker fails, torchrun stops the others and the job reports the first failure.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from types import FrameType
+
+from runners.base import Launch
+from runners.task import TaskRunner
+
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def missing_torchrun_env() -> str | None:
+    absent = [var for var in TORCHRUN_VARS if var not in os.environ]
+    if absent:
+        return (
+            "runner=torchrun runs under torchrun: torchrun --nproc-per-node N -m gradsync run "
+            f"runner=torchrun ... ({', '.join(absent)} not set)"
+        )
+    return None
+
+
+class Stopped(Exception):
+    """torchrun is stopping this process (a peer failed)."""
+
+
+def _raise_stopped(signum: int, frame: FrameType | None) -> None:
+    raise Stopped
+
+
+class TorchrunRunner(TaskRunner):
+    launcher = "torchrun"
+
+    def __init__(self, *, workers: int, report_grace_s: float = 3.0) -> None:
+        super().__init__(
+            workers=workers,
+            task=int(os.environ.get("RANK", "0")),
+            tasks=int(os.environ.get("WORLD_SIZE", "0")),
+            report_grace_s=report_grace_s,
+        )
+
+    def rank_env(self) -> dict[str, str]:
+        return {var: os.environ[var] for var in TORCHRUN_VARS}
+
+    def run(self, launch: Launch) -> None:
+        # torchrun stops every process with SIGTERM when one fails; unwind instead of dying,
+        # so rank 0 still reports which rank failed first.
+        previous = signal.signal(signal.SIGTERM, _raise_stopped)
+        try:
+            super().run(launch)
+        except Stopped:
+            raise self.failure(launch, 128 + signal.SIGTERM) from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
