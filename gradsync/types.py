@@ -13,6 +13,9 @@ from torch.optim import Optimizer
 Payload = tuple[Tensor, ...]
 """The only thing that goes on the wire. A compressor's context stays on its worker."""
 
+Sizes = Sequence[int] | None
+"""Element counts of the tensors in a flat group of gradients; None: the group is one tensor."""
+
 
 @runtime_checkable
 class Compressor(Protocol):
@@ -31,13 +34,7 @@ class Compressor(Protocol):
         ...
 
     def compress(
-        self,
-        grad: Tensor,
-        *,
-        name: str,
-        step: int,
-        epoch: int = 0,
-        sizes: Sequence[int] | None = None,
+        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None
     ) -> tuple[Payload, Any]:
         """``grad`` is one flat group of tensors whose element counts are ``sizes`` (None: one
         tensor), at optimizer ``step`` of ``epoch``. Returns what goes on the wire and a context

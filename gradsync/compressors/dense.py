@@ -8,13 +8,12 @@ place of the narrow type per element, so no error feedback is kept by default.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from gradsync.types import Collective, Payload
+from gradsync.types import Collective, Payload, Sizes
 
 
 class DenseCompressor:
@@ -29,13 +28,7 @@ class DenseCompressor:
         return None  # nothing to agree on
 
     def compress(
-        self,
-        grad: Tensor,
-        *,
-        name: str,
-        step: int,
-        epoch: int = 0,
-        sizes: Sequence[int] | None = None,
+        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None
     ) -> tuple[Payload, Any]:
         return (grad.to(self.wire_dtype or grad.dtype),), grad.dtype
 

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -25,7 +24,7 @@ from gradsync.compressors.sparse import (
     unpack_values,
     values_at,
 )
-from gradsync.types import Collective, Payload
+from gradsync.types import Collective, Payload, Sizes
 
 
 def union_of_indices(indices: Tensor, numel: int, collective: Collective) -> Tensor:
@@ -90,13 +89,7 @@ class ExchangedSparsifier(UsesCollective):
         raise NotImplementedError
 
     def compress(
-        self,
-        grad: Tensor,
-        *,
-        name: str,
-        step: int,
-        epoch: int = 0,
-        sizes: Sequence[int] | None = None,
+        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None
     ) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
         indices = self.select(flat, group_sizes(grad, sizes))

@@ -12,7 +12,6 @@ have agreed on them beforehand (TernGrad's scaler sharing), since every receiver
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +21,7 @@ from torch import Tensor
 from gradsync.compressors.bitpack import pack, unpack
 from gradsync.compressors.seeding import seeded_generator
 from gradsync.compressors.sparse import UsesCollective, group_sizes
-from gradsync.types import Payload
+from gradsync.types import Payload, Sizes
 
 
 @dataclass(frozen=True)
@@ -81,13 +80,7 @@ class PackedQuantizer(UsesCollective):
         return max(0, tensors - self.float_last)
 
     def compress(
-        self,
-        grad: Tensor,
-        *,
-        name: str,
-        step: int,
-        epoch: int = 0,
-        sizes: Sequence[int] | None = None,
+        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None
     ) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
         sizes = group_sizes(grad, sizes)

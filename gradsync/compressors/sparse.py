@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from gradsync.comm.solo import SoloCollective
-from gradsync.types import Collective, Payload
+from gradsync.types import Collective, Payload, Sizes
 
 
 def index_dtype(numel: int) -> torch.dtype:
@@ -85,13 +85,7 @@ class AgreedIndexCompressor(UsesCollective):
         raise NotImplementedError
 
     def compress(
-        self,
-        grad: Tensor,
-        *,
-        name: str,
-        step: int,
-        epoch: int = 0,
-        sizes: Sequence[int] | None = None,
+        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None
     ) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
         indices = self.agree(flat, name=name, step=step, sizes=group_sizes(grad, sizes))
