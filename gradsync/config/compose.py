@@ -125,8 +125,10 @@ def _compose(overrides: list[str], *, multirun: bool) -> DictConfig:
         raise ConfigError(_first_line(str(exc))) from None
 
 
-def check_config(cfg: DictConfig) -> None:
-    """Range checks of the schemas plus checks against this machine."""
+def check_config(cfg: DictConfig, *, launcher_here: bool = True) -> None:
+    """Range checks of the schemas plus checks against this machine. ``launcher_here=False``
+    leaves out whether the runner can start here (root for netem, sbatch for slurm, torchrun's
+    environment), for checking configs meant for elsewhere."""
     _check_known_keys(cfg, "")
     try:
         typed = OmegaConf.to_object(cfg)  # builds the schema dataclasses: runs __post_init__
@@ -136,7 +138,8 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(_first_line(str(exc))) from None
     assert isinstance(typed, TrainConfig)
     _check_device(typed)
-    _check_runner(typed)
+    if launcher_here:
+        _check_runner(typed)
     _check_resume(typed)
     _check_model_fits_dataset(typed)
     _check_dataset(typed)

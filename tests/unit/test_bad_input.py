@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gradsync.config.compose import ConfigError, check_sweep, compose_jobs, launcher_overrides
+from runners.slurm import missing_sbatch
 
 CASES = [
     (
@@ -129,6 +130,7 @@ def test_a_sweep_with_a_typo_fails_before_anything_runs():
         check_sweep(["compressor=topk,topkk"])
 
 
+@pytest.mark.skipif(missing_sbatch() is not None, reason="runner=slurm checks for sbatch")
 def test_a_slurm_sweep_is_one_array_shaped_by_its_largest_job():
     jobs = [cfg for cfg, _ in check_sweep(["runner=slurm", "trainer.workers=1,4"])]
     assert launcher_overrides(jobs) == ["hydra.launcher.tasks_per_node=4"]
