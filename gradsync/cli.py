@@ -100,7 +100,7 @@ def run_job(cfg: DictConfig) -> None:
         status, error = "failed", str(exc)
     else:
         if not runner.reports_outcome:
-            return  # another task of this job (a Slurm job's task 0) writes the summary
+            return  # task 0 of this job (under srun or torchrun) writes the summary
     summary = write_summary(
         run_dir,
         status=status,
