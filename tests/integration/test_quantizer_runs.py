@@ -81,6 +81,7 @@ def test_terngrad_without_clipping_runs_and_reports(gradsync_cmd, cli_env, tmp_p
     assert final["comm/compression_ratio"] >= 14
 
 
+@pytest.mark.slow  # four more 10-epoch runs; the unit and dist tests cover these formats
 @pytest.mark.parametrize(
     ("name", "ratio"), [("qsgd", 4.0), ("signsgd", 32.0), ("fp16", 2.0), ("bf16", 2.0)]
 )
