@@ -44,6 +44,7 @@ _EVAL_SHOWN = (
 COMMANDS = {
     "run": "train one configuration, or a sweep of them with -m",
     "sweep": "a sweep as text for a scheduler: --list OVERRIDES, --summarize SWEEP_DIR",
+    "report": "tables and plots comparing run and sweep directories: report PATH...",
 }
 # Hydra flags that print information instead of running a job: passed to Hydra untouched.
 _HYDRA_INFO_FLAGS = {
@@ -302,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
 
         register_schemas()
         return sweep_cli.main(rest)
+    if command == "report":
+        from gradsync.report import cli as report_cli
+
+        return report_cli.main(rest)
     return _run_command(rest)
 
 

@@ -20,17 +20,36 @@ EXIT_CODES = {"completed": 0, "failed": 1, "interrupted": 130}
 _PACKAGES = ("gradsync", "torch", "torchvision", "hydra-core", "omegaconf", "wandb")
 
 
-def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / METRICS_FILE
+def read_metrics_file(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
+    """The records of a ``metrics.jsonl`` file and the numbers (from 1) of the lines that are
+    not a JSON object: the last line of a killed run may be cut short, and a damaged line should
+    not hide the ones after it."""
     if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+        return [], []
+    records, bad_lines = [], []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut short by a kill
-            break
-    return records
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            bad_lines.append(number)
+    return records, bad_lines
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    return read_metrics_file(run_dir / METRICS_FILE)[0]
+
+
+def steady_mean(values: list[float]) -> float | None:
+    """Mean over the log windows after the first, whose timings include start-up (first-touch
+    allocations, lazy init); the only window if there is one."""
+    steady = values[1:] or values
+    return sum(steady) / len(steady) if steady else None
 
 
 def final_metrics(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -40,11 +59,9 @@ def final_metrics(records: list[dict[str, Any]]) -> dict[str, Any]:
     accuracies = [r["eval/accuracy"] for r in records if r.get("eval/accuracy") is not None]
     if accuracies:
         final["eval/best_accuracy"] = max(accuracies)
-    # The first window includes start-up (first-touch allocations, lazy init): leave it out.
     rates = [r["perf/samples_per_s"] for r in records if r.get("perf/samples_per_s")]
     if rates:
-        steady = rates[1:] or rates
-        final["perf/samples_per_s_mean"] = sum(steady) / len(steady)
+        final["perf/samples_per_s_mean"] = steady_mean(rates)
     return final
 
 

@@ -16,7 +16,7 @@ SWEEP_FILE = "summary.csv"
 log = logging.getLogger("gradsync")
 
 
-def _job_order(job_dir: Path) -> tuple[bool, int, str]:
+def job_order(job_dir: Path) -> tuple[bool, int, str]:
     """Jobs in number order (2 before 10), anything not numbered after them."""
     numbered = job_dir.name.isdigit()
     return (not numbered, int(job_dir.name) if numbered else 0, job_dir.name)
@@ -25,7 +25,7 @@ def _job_order(job_dir: Path) -> tuple[bool, int, str]:
 def _job_dirs(sweep_dir: Path, expected_jobs: int) -> list[Path]:
     dirs = {p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")}
     dirs |= {sweep_dir / str(job) for job in range(expected_jobs)}
-    return sorted(dirs, key=_job_order)
+    return sorted(dirs, key=job_order)
 
 
 def sweep_rows(sweep_dir: Path, *, expected_jobs: int = 0) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ and summary.csv as a local sweep; a job that fails is reported as failed, with i
 from __future__ import annotations
 
 import csv
+import itertools
 import subprocess
 import sys
 import time
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from gradsync.report.runs import find_runs
 from tests.conftest import REPO
 from tests.helpers import slurm
-from tests.helpers.cli import run_cli, summary
+from tests.helpers.cli import metrics, run_cli, summary
 
 pytestmark = pytest.mark.skipif(slurm.missing() is not None, reason=str(slurm.missing()))
 
@@ -55,7 +57,7 @@ def test_sweep_through_runner_slurm(gradsync_cmd, slurm_env, tmp_path):
     assert list((sweep_dir / ".submitit").iterdir())  # it really went through Slurm
 
 
-def test_sweep_through_the_sbatch_scripts(slurm_env, tmp_path):
+def test_sweep_through_the_sbatch_scripts(gradsync_cmd, slurm_env, tmp_path):
     sweep_dir = tmp_path / "sweep"
     # The scripts call `gradsync` from PATH, as on a cluster where it is installed.
     env = {**slurm_env, "PATH": f"{Path(sys.executable).parent}:{slurm_env['PATH']}"}
@@ -66,6 +68,13 @@ def test_sweep_through_the_sbatch_scripts(slurm_env, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert (sweep_dir / "jobs.txt").read_text().count("\n") == 4
     _check_finished_sweep(sweep_dir)
+    # The array's directory reports like a local sweep (its slurm.out files are not runs).
+    result = run_cli(gradsync_cmd, "report", str(sweep_dir), env=slurm_env)
+    assert result.returncode == 0, result.stderr
+    report = list(csv.DictReader((sweep_dir / "report" / "report.csv").open()))
+    assert [(r["compressor"], r["workers"], r["status"]) for r in report] == [
+        (c, str(w), "completed") for c, w in JOBS
+    ]
 
 
 def test_a_failing_job_is_reported_with_its_log_while_the_others_finish(
@@ -124,3 +133,10 @@ def test_a_requeued_job_resumes_from_its_last_checkpoint(gradsync_cmd, slurm_env
     assert "restarted by the scheduler: resuming from" in (run / "train.log").read_text()
     worker_logs = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob("*/*_log.out"))
     assert "resumed from" in worker_logs  # the worker loaded the checkpoint, not a fresh model
+    # Both attempts appended to one metrics.jsonl; the report reads them as one history.
+    logged = [r["step"] for r in metrics(run) if "train/loss" in r]
+    assert any(b <= a for a, b in itertools.pairwise(logged))  # the second attempt went back
+    (reported,) = find_runs([sweep_dir])
+    steps = [r["step"] for r in reported.records if "train/loss" in r]
+    elapsed = [r["time/elapsed"] for r in reported.records]
+    assert steps == sorted(set(logged)) and elapsed == sorted(elapsed)

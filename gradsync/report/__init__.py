@@ -1,0 +1,1 @@
+"""``gradsync report``: comparison tables and plots from run directories."""
