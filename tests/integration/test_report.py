@@ -11,16 +11,8 @@ import pytest
 from matplotlib.image import imread
 
 from tests.helpers.cli import metrics, run_cli, summary
+from tests.helpers.report import EXPECTED_PLOTS as PLOTS
 
-PLOTS = (
-    "density.png",
-    "error_norm.png",
-    "eval_vs_time.png",
-    "eval_vs_step.png",
-    "throughput.png",
-    "time_breakdown.png",
-    "scaling.png",
-)
 COMMON = ["model=mlp", "trainer.epochs=2", "trainer.log_every=5", "trainer.checkpoint=false"]
 
 
