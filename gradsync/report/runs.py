@@ -172,7 +172,8 @@ def find_runs(paths: list[Path]) -> list[Run]:
             raise ReportError(f"{path} is not a directory; give run or sweep directories")
         dirs = list(_run_dirs(path))
         found = [load_run(d) for d in dirs]
-        for sweep in sorted({d.parent for d in dirs} | {path}):
+        # Sweeps inside what was asked for: one run of a sweep does not bring its siblings.
+        for sweep in sorted({d.parent for d in dirs if d != path} | {path}):
             found += _not_started(sweep)
         if not found:
             raise ReportError(

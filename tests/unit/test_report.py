@@ -163,6 +163,7 @@ def test_sweep_jobs_not_started_and_runs_without_summary_are_listed(tmp_path):
         ("2", NOT_STARTED),
     ]
     assert runs[2].setting("trainer.lr") == "0.3"  # named from jobs.txt
+    assert [r.path.name for r in find_runs([sweep / "0"])] == ["0"]  # just the one asked for
 
 
 def test_report_from_generated_runs_writes_tables_and_plots(tmp_path, capsys):
