@@ -10,7 +10,18 @@ from gradsync.config.discovery import group_options
 from tests.helpers.cli import run_cli, summary
 from tests.helpers.datagen import generators
 
-EXPERIMENTS = [e for e in group_options()["experiment"] if e != "smoke"]
+HEAVY = {  # ImageNet-variant models, about 10 s each: make test-full (every recipe composes in
+    # tests/unit/test_configs.py, and the same code paths run here on the smaller recipes)
+    "deftsched_vgg19_imagenet",
+    "terngrad_alexnet_imagenet",
+    "osp_resnet101_imagenet",
+    "deftsched_resnet101_imagenet",
+}
+EXPERIMENTS = [
+    pytest.param(e, marks=pytest.mark.slow) if e in HEAVY else e
+    for e in group_options()["experiment"]
+    if e != "smoke"
+]
 DATA_FILES = generators()
 
 

@@ -22,7 +22,7 @@ def sweep(gradsync_cmd, module_cli_env, tmp_path_factory):
         "-m",
         "compressor=none,topk,cltk,deft",  # the sparsifiers' default density is 0.01
         "trainer.workers=4",
-        "trainer.epochs=30",
+        "trainer.epochs=20",
         f"hydra.sweep.dir={sweep_dir}",
         env=module_cli_env,
         timeout=600,
@@ -41,7 +41,7 @@ def test_density_stays_at_the_setup_density_in_every_logged_window(sweep, name):
     # layers' k from its own gradient norms, so the k's of different owners need not add up
     # to k exactly); what holds is that it does not build up.
     densities = _densities(sweep[name])
-    assert len(densities) == 33
+    assert len(densities) == 22
     assert all(abs(d / DENSITY - 1) < 0.08 for d in densities), (min(densities), max(densities))
 
 

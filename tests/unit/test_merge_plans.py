@@ -1,0 +1,162 @@
+"""Merge planning for the pipelined sparse schedulers (SPECS §6): the timeline model, each rule's
+decisions on hand-computed examples, and the exact planner against brute force."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from gradsync.sync.costs import CostModel, fit_alpha_beta, fit_gamma
+from gradsync.sync.merge_plans import (
+    OMGS_RULES,
+    Layers,
+    brute_force_plan,
+    code_rule,
+    exposed_comm_seconds,
+    groups_of,
+    iteration_seconds,
+    no_merge,
+    optimal_plan,
+    paper_rule,
+    safe_rule,
+    single_group,
+    threshold_groups,
+    timeline,
+)
+
+# Three equal layers of 1024 elements at density 1/1024: one element each on the wire (8 bytes).
+# TKPM(1024) = 1e-3·10 = 0.010 s, TKPM(2048) = 0.022 s; AGPM = α + 1e-3 s per selected element.
+THREE = Layers(backward=(0.01, 0.01, 0.01), sizes=(1024, 1024, 1024))
+
+
+def _cost(alpha: float) -> CostModel:
+    return CostModel(gamma=1e-3, alpha=alpha, beta=1e-3 / 8, density=1 / 1024)
+
+
+def test_no_merge_timeline_follows_eqs_5_to_9():
+    cost = _cost(alpha=0.05)
+    times = timeline((1, 1, 1), THREE, cost)
+    # τ_b, τ_s, t_s by eqs. (5)-(6); τ_c by eq. (7): max(end of own selection, previous comm end).
+    assert [t.backward_start for t in times] == pytest.approx([0.0, 0.02, 0.04])
+    assert [t.select_start for t in times] == pytest.approx([0.01, 0.03, 0.05])
+    assert [t.select for t in times] == pytest.approx([0.01] * 3)
+    assert [t.comm_start for t in times] == pytest.approx([0.02, 0.071, 0.122])
+    assert [t.comm for t in times] == pytest.approx([0.051] * 3)
+    assert iteration_seconds((1, 1, 1), THREE, cost, forward=0.5) == pytest.approx(0.673)
+    assert exposed_comm_seconds((1, 1, 1), THREE, cost) == pytest.approx(0.173 - 0.06)
+
+
+def test_a_single_group_is_eq_4():
+    cost = _cost(alpha=0.05)
+    d = sum(THREE.sizes)
+    expected = 0.2 + sum(THREE.backward) + cost.select_seconds(d) + cost.comm_seconds(d)
+    assert iteration_seconds(single_group(THREE), THREE, cost, forward=0.2) == pytest.approx(
+        expected
+    )
+    assert cost.select_seconds(d) == pytest.approx(1e-3 / 1024 * 3072 * math.log2(3072))
+
+
+def test_paper_rule_merges_when_q3_and_q5_hold():
+    cost = _cost(alpha=0.05)
+    # Layer 3 into 2: u = 0.02; Q3: 0.02 + 0.010 + 0.010 < τ_c 0.02 + 0.051; Q5: 0.02 + 0.05 >
+    # 0.02 + 0.022. Then {3,2} into 1: u = 0.03; Q3: 0.03 + 0.022 + 0.010 < 0.042 + 0.052;
+    # Q5: 0.042 + 0.05 > 0.03 + TKPM(3072) = 0.0648.
+    assert paper_rule(THREE, cost) == (3,)
+    assert iteration_seconds((3,), THREE, cost) < iteration_seconds((1, 1, 1), THREE, cost)
+
+
+def test_paper_rule_keeps_layers_apart_when_q5_fails():
+    cost = _cost(alpha=0.001)
+    # Layer 3 into 2, Q5: 0.02 + 0.001 > 0.02 + 0.022 fails. Layer 2 into 1, Q3: u = 0.04,
+    # 0.04 + 0.02 < τ_c 0.04 + 0.002 fails.
+    assert paper_rule(THREE, cost) == (1, 1, 1)
+
+
+def test_code_rule_always_merges_the_last_two_tensors_then_tests_tw_against_tsave():
+    # Forced merge of layers 3 and 2; then tw = 0.01 + TKPM(3072) − 0.022 − 0.010 − idle 0
+    # = 0.0128 < tsave = 0.052 + 0.051 − 0.053 = 0.05: merge.
+    assert code_rule(THREE, _cost(alpha=0.05)) == (3,)
+    # With α small the forced merge still happens; tsave = α = 0.001 < tw: stop there.
+    assert code_rule(THREE, _cost(alpha=0.001)) == (2, 1)
+
+
+def test_threshold_grouping_closes_a_group_at_the_threshold():
+    assert threshold_groups([5000, 4000, 100, 9000, 10, 20], 8192) == (2, 2, 2)
+    assert threshold_groups([9000, 10], 8192) == (1, 1)  # the remainder is its own group
+    assert threshold_groups([10, 10], 8192) == (2,)
+
+
+def _random_instance(rng: random.Random, layers: int) -> tuple[Layers, CostModel]:
+    """SPECS §6.6's randomized setting under the paper's own model."""
+    instance = Layers(
+        backward=tuple(rng.uniform(1e-4, 5e-3) for _ in range(layers)),
+        sizes=tuple(int(2 ** rng.uniform(6, 22)) for _ in range(layers)),
+    )
+    cost = CostModel(
+        gamma=rng.choice([2.2e-10, 2e-9, 2e-8]),
+        alpha=rng.choice([1e-4, 1e-3, 1e-2]),
+        beta=rng.choice([1e-9, 1e-8, 1e-7]),
+        density=rng.choice([0.001, 0.01]),
+    )
+    return instance, cost
+
+
+def test_optimal_equals_brute_force_and_no_rule_beats_it():
+    rng = random.Random(7)
+    for trial in range(150):
+        layers, cost = _random_instance(rng, rng.randint(1, 12 if trial < 10 else 9))
+        best = iteration_seconds(brute_force_plan(layers, cost), layers, cost)
+        optimal = iteration_seconds(optimal_plan(layers, cost), layers, cost)
+        assert optimal == pytest.approx(best, rel=1e-12, abs=0)
+        for rule in (*OMGS_RULES.values(), no_merge, single_group):
+            assert iteration_seconds(rule(layers, cost), layers, cost) >= optimal * (1 - 1e-12)
+
+
+def test_safe_is_never_worse_than_no_merge_and_the_paper_rule_sometimes_is():
+    rng = random.Random(11)
+    paper_worse = 0
+    for _ in range(300):
+        layers, cost = _random_instance(rng, rng.randint(2, 9))
+        lags = iteration_seconds(no_merge(layers), layers, cost)
+        assert iteration_seconds(safe_rule(layers, cost), layers, cost) <= lags
+        paper_worse += iteration_seconds(paper_rule(layers, cost), layers, cost) > lags * (
+            1 + 1e-12
+        )
+    assert paper_worse > 0  # SPECS §6.6: about 10% of instances
+
+
+@pytest.mark.parametrize("rule", [*OMGS_RULES.values(), no_merge, single_group])
+def test_every_plan_covers_the_layers_with_contiguous_groups(rule):
+    layers, cost = _random_instance(random.Random(3), 40)
+    plan = rule(layers, cost)
+    covered = [i for group in groups_of(plan) for i in group]
+    assert covered == list(range(40))
+    times = timeline(plan, layers, cost)
+    spans = [t.select_start - t.backward_start for t in times]
+    assert sum(spans) == pytest.approx(sum(layers.backward))  # merging keeps Σtb
+
+
+def test_optimal_is_fast_for_hundreds_of_tensors():
+    layers, cost = _random_instance(random.Random(5), 300)
+    plan = optimal_plan(layers, cost)  # seconds, not hours; timing itself is a benchmark
+    assert sum(plan) == 300
+    assert iteration_seconds(plan, layers, cost) <= iteration_seconds(
+        safe_rule(layers, cost), layers, cost
+    )
+
+
+def test_least_squares_recover_the_cost_model():
+    sizes = [2**k for k in range(10, 21)]
+    gamma = 3e-10
+    seconds = [gamma * 0.01 * d * math.log2(d) for d in sizes]
+    assert fit_gamma(sizes, seconds, density=0.01) == pytest.approx(gamma)
+    nbytes = [1e3 * 2**k for k in range(10)]
+    alpha, beta = fit_alpha_beta(nbytes, [2e-4 + 8e-9 * b for b in nbytes])
+    assert (alpha, beta) == (pytest.approx(2e-4), pytest.approx(8e-9))
+    noisy = [2e-4 + 8e-9 * b + (1e-5 if i % 2 else -1e-5) for i, b in enumerate(nbytes)]
+    alpha, beta = fit_alpha_beta(nbytes, noisy)
+    assert alpha == pytest.approx(2e-4, rel=0.1) and beta == pytest.approx(8e-9, rel=0.01)
+    with pytest.raises(ValueError, match="two different sizes"):
+        fit_alpha_beta([1e3, 1e3], [1.0, 2.0])
