@@ -1,7 +1,8 @@
-"""gradsync ``scheduler=allreduce`` (dense) against PyTorch DDP: same model, data and workers.
+"""gradsync ``scheduler=allreduce`` and ``scheduler=wfbp`` (dense) against PyTorch DDP: same
+model, data and workers.
 
-Both run in the same worker processes, alternating in blocks (ABAB...) so that machine noise
-hits both alike; the figure reported is the ratio of median step times. Run from the repo root:
+All run in the same worker processes, alternating in blocks (ABCABC...) so that machine noise
+hits them alike; the figures reported are ratios of median step times. Run from the repo root:
 
     .venv/bin/python -m benchmarks.allreduce_vs_ddp --write
 
@@ -30,6 +31,7 @@ from gradsync.feedback.none import NoneFeedback
 from gradsync.models.cnn import CNN
 from gradsync.models.mlp import MLP
 from gradsync.sync.allreduce import AllreduceSync
+from gradsync.sync.wfbp import WfbpSync
 
 MODELS = {
     "cnn": lambda spec: CNN(spec=spec, channels=[16, 32], hidden=64),
@@ -60,6 +62,15 @@ def _time_block(step_fn, data, steps: int) -> float:
     return (time.perf_counter() - start) / steps
 
 
+def _dense(scheduler):
+    return scheduler(
+        compressor=NoneCompressor(),
+        feedback=NoneFeedback(),
+        collective=TorchCollective(),
+        clock=time.perf_counter,
+    )
+
+
 def _worker(rank: int, world: int, store: str, args: argparse.Namespace, out) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
@@ -67,16 +78,15 @@ def _worker(rank: int, world: int, store: str, args: argparse.Namespace, out) ->
     results = {}
     for name in args.models:
         torch.manual_seed(0)
-        ours_model, ddp_model = MODELS[name](spec), MODELS[name](spec)
+        ours_model, wfbp_model, ddp_model = (MODELS[name](spec) for _ in range(3))
+        wfbp_model.load_state_dict(ours_model.state_dict())
         ddp_model.load_state_dict(ours_model.state_dict())
         ours_opt = torch.optim.SGD(ours_model.parameters(), lr=0.01, momentum=0.9)
-        sync = AllreduceSync(
-            compressor=NoneCompressor(),
-            feedback=NoneFeedback(),
-            collective=TorchCollective(),
-            clock=time.perf_counter,
-        )
+        wfbp_opt = torch.optim.SGD(wfbp_model.parameters(), lr=0.01, momentum=0.9)
+        sync = _dense(AllreduceSync)
         sync.attach(ours_model, ours_opt)
+        wfbp = _dense(WfbpSync)
+        wfbp.attach(wfbp_model, wfbp_opt)
         ddp = nn.parallel.DistributedDataParallel(ddp_model)
         ddp_opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
         step_count, comm_time = [0], [0.0]
@@ -87,6 +97,12 @@ def _worker(rank: int, world: int, store: str, args: argparse.Namespace, out) ->
             opt.zero_grad(set_to_none=True)
             count[0] += 1
 
+        def pipelined(x, y, model=wfbp_model, opt=wfbp_opt, sync=wfbp, count=step_count):
+            sync.begin(step=count[0])
+            nn.functional.cross_entropy(model(x), y).backward()
+            sync.step(step=count[0])
+            opt.zero_grad(set_to_none=True)
+
         def theirs(x, y, model=ddp, opt=ddp_opt):
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
@@ -94,13 +110,15 @@ def _worker(rank: int, world: int, store: str, args: argparse.Namespace, out) ->
 
         data = _batches(rank, world, args.batch_size)
         _time_block(ours, data, args.warmup)
+        _time_block(pipelined, data, args.warmup)
         _time_block(theirs, data, args.warmup)
-        times = {"gradsync": [], "ddp": []}
+        times = {"gradsync": [], "wfbp": [], "ddp": []}
         comm_time[0], first_timed = 0.0, step_count[0]
         for _ in range(args.rounds):
             times["gradsync"].append(_time_block(ours, data, args.steps))
+            timed_steps = step_count[0] - first_timed
+            times["wfbp"].append(_time_block(pipelined, data, args.steps))
             times["ddp"].append(_time_block(theirs, data, args.steps))
-        timed_steps = step_count[0] - first_timed
         results[name] = {
             "params": sum(p.numel() for p in ours_model.parameters()),
             "comm_share": comm_time[0] / timed_steps / statistics.mean(times["gradsync"]),
@@ -140,19 +158,20 @@ def main() -> None:
         f"{args.workers} gloo workers on one host ({machine()}), batch {args.batch_size}/worker, "
         f"median of {args.rounds} alternating blocks of {args.steps} steps",
         "",
-        "| model | parameters | gradsync allreduce ms/step | DDP ms/step | gradsync / DDP "
-        "| all-reduce share of gradsync step |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| model | parameters | allreduce ms/step | wfbp ms/step | DDP ms/step | allreduce / DDP "
+        "| wfbp / DDP | all-reduce share of the allreduce step |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in results.items():
         lines.append(
-            f"| {name} | {r['params']:,} | {r['gradsync'] * 1e3:.2f} | "
-            f"{r['ddp'] * 1e3:.2f} | {r['gradsync'] / r['ddp']:.2f} | {r['comm_share']:.0%} |"
+            f"| {name} | {r['params']:,} | {r['gradsync'] * 1e3:.2f} | {r['wfbp'] * 1e3:.2f} | "
+            f"{r['ddp'] * 1e3:.2f} | {r['gradsync'] / r['ddp']:.2f} | {r['wfbp'] / r['ddp']:.2f} "
+            f"| {r['comm_share']:.0%} |"
         )
     table = "\n".join(lines)
     print(table)
     if args.write:
-        write_section("allreduce_vs_ddp", "Dense all-reduce vs PyTorch DDP", table)
+        write_section("allreduce_vs_ddp", "Dense all-reduce and WFBP vs PyTorch DDP", table)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -39,3 +42,15 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def run_job(overrides: list[str], run_dir: Path) -> Path:
+    """``gradsync run OVERRIDES`` as a user runs it (the installed command); its run directory.
+    A failed job raises with the command's last lines of output."""
+    command = [str(Path(sys.executable).parent / "gradsync"), "run", *overrides]
+    result = subprocess.run(
+        [*command, f"hydra.run.dir={run_dir}"], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
+    return run_dir

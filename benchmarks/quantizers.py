@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from benchmarks.measure import median_time, real_gradient
+from benchmarks.measure import median_time, real_gradient, run_job
 from benchmarks.report import Part, add_part_arguments, run_parts
 from gradsync.compressors.bf16 import BF16Compressor
 from gradsync.compressors.bitpack import pack, unpack
@@ -100,13 +98,7 @@ VARIANTS = {
 
 
 def _run(overrides: list[str], run_dir: Path) -> dict:
-    command = [
-        str(Path(sys.executable).parent / "gradsync"),
-        "run",
-        *overrides,
-        f"hydra.run.dir={run_dir}",
-    ]
-    subprocess.run(command, check=True, capture_output=True, text=True)
+    run_job(overrides, run_dir)
     return json.loads((run_dir / "summary.json").read_text())["final"]
 
 

@@ -45,6 +45,7 @@ COMMANDS = {
     "run": "train one configuration, or a sweep of them with -m",
     "sweep": "a sweep as text for a scheduler: --list OVERRIDES, --summarize SWEEP_DIR",
     "report": "tables and plots comparing run and sweep directories: report PATH...",
+    "plan": "OMGS merge plans and modelled iteration times, without training: plan OVERRIDES",
 }
 # Hydra flags that print information instead of running a job: passed to Hydra untouched.
 _HYDRA_INFO_FLAGS = {
@@ -303,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
 
         register_schemas()
         return sweep_cli.main(rest)
+    if command == "plan":
+        from gradsync import plan_cli
+
+        register_schemas()
+        return plan_cli.main(rest)
     if command == "report":
         from gradsync.report import cli as report_cli
 

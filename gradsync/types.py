@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -67,8 +67,16 @@ class Collective(Protocol):
     rank: int
     world_size: int
 
+    def fork(self) -> Collective:
+        """The same workers over a process group of their own (for another thread)."""
+        ...
+
     def all_reduce(self, payload: Payload, *, op: str = "sum") -> Payload:
         """Elementwise ``op`` ("sum" or "max") over workers, in place."""
+        ...
+
+    def start_all_reduce(self, payload: Payload, *, op: str = "sum") -> Callable[[], Payload]:
+        """``all_reduce`` without waiting: the returned function waits and gives the result."""
         ...
 
     def all_gather(self, payload: Payload) -> list[Payload]: ...
@@ -105,12 +113,21 @@ class SyncStats:
     time_compress: float
     time_comm: float
     time_update: float
+    time_in_backward: float = 0.0
+    """Part of ``time_compress`` spent inside backward (compression in gradient hooks): the
+    loop takes it out of ``time/backward`` so the parts of an iteration add up."""
+    extra: dict[str, float] = field(default_factory=dict)
+    """A strategy's own metrics, logged as they are named (``sched/groups``, ...)."""
 
 
 class SyncModel(Protocol):
     """Owns the exchange of gradients and the parameter update for one strategy."""
 
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None: ...
+
+    def begin(self, *, step: int, epoch: int = 0) -> None:
+        """Before the forward pass of ``step``: what the gradient hooks of this step will need."""
+        ...
 
     def step(self, *, step: int, epoch: int = 0) -> SyncStats: ...
 

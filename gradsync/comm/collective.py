@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -46,12 +47,21 @@ class TorchCollective:
         *,
         group: dist.ProcessGroup | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        timeout: timedelta | None = None,
     ) -> None:
         self.group = group
+        self.timeout = timeout
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
         self.clock = clock
         self._count = ByteCount()
+
+    def fork(self) -> TorchCollective:
+        """The same workers over a new process group of their own, for collectives issued from
+        another thread (a pipelined scheduler's communication thread): calls on different groups
+        need not be ordered against each other. Every worker must call it, in the same order."""
+        group = dist.new_group(backend=dist.get_backend(self.group), timeout=self.timeout)
+        return TorchCollective(group=group, clock=self.clock, timeout=self.timeout)
 
     # ---- byte accounting ------------------------------------------------------------------
     def take_bytes(self) -> ByteCount:
@@ -84,6 +94,25 @@ class TorchCollective:
                 self._add(size, 2 * (n - 1) / n * size)
                 dist.all_reduce(tensor, op=_REDUCE_OPS[op], group=self.group)
         return payload
+
+    def start_all_reduce(self, payload: Payload, *, op: str = "sum") -> Callable[[], Payload]:
+        """Start summing the payload over workers without waiting (the process group's own
+        threads do the work); call the returned function to wait for the result."""
+        n = self.world_size
+        works = []
+        for tensor in payload:
+            size = _nbytes(tensor)
+            self._add(size, 2 * (n - 1) / n * size)
+            works.append(
+                dist.all_reduce(tensor, op=_REDUCE_OPS[op], group=self.group, async_op=True)
+            )
+
+        def finish() -> Payload:
+            for work in works:
+                work.wait()
+            return payload
+
+        return finish
 
     def all_gather(self, payload: Payload) -> list[Payload]:
         """Every worker's payload, in rank order. Tensors may differ in length across workers

@@ -7,7 +7,7 @@ strategy binds them to the real collective.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -19,8 +19,14 @@ class SoloCollective:
     rank = 0
     world_size = 1
 
+    def fork(self) -> SoloCollective:
+        return SoloCollective()
+
     def all_reduce(self, payload: Payload, *, op: str = "sum") -> Payload:
         return payload
+
+    def start_all_reduce(self, payload: Payload, *, op: str = "sum") -> Callable[[], Payload]:
+        return lambda: payload
 
     def all_gather(self, payload: Payload) -> list[Payload]:
         return [payload]

@@ -66,9 +66,12 @@ def defer_keys_of_swept_groups(overrides: list[str]) -> list[str]:
     return rewritten
 
 
-def compose_jobs(overrides: list[str], *, multirun: bool) -> list[DictConfig]:
-    """The composed config of every job, each checked; ConfigError on the first problem."""
-    checked = _compose_and_check(overrides, multirun=multirun)
+def compose_jobs(
+    overrides: list[str], *, multirun: bool, launcher_here: bool = True
+) -> list[DictConfig]:
+    """The composed config of every job, each checked; ConfigError on the first problem.
+    ``launcher_here=False``: for a command that starts no workers (``gradsync plan``)."""
+    checked = _compose_and_check(overrides, multirun=multirun, launcher_here=launcher_here)
     for _, problem in checked:
         if problem is not None:
             raise problem
@@ -98,7 +101,7 @@ def launcher_overrides(jobs: list[DictConfig]) -> list[str]:
 
 
 def _compose_and_check(
-    overrides: list[str], *, multirun: bool
+    overrides: list[str], *, multirun: bool, launcher_here: bool = True
 ) -> list[tuple[DictConfig, ConfigError | None]]:
     register_schemas()
     jobs = expand_sweep(overrides) if multirun else [overrides]
@@ -107,7 +110,7 @@ def _compose_and_check(
         for job in jobs:
             cfg = _compose(job, multirun=multirun)
             try:
-                check_config(cfg)
+                check_config(cfg, launcher_here=launcher_here)
                 checked.append((cfg, None))
             except ConfigError as exc:
                 checked.append((cfg, exc))
@@ -143,6 +146,7 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True) -> None:
     _check_resume(typed)
     _check_model_fits_dataset(typed)
     _check_dataset(typed)
+    _check_scheduler_fits_compressor(cfg, typed)
 
 
 def _check_known_keys(node: DictConfig, path: str) -> None:
@@ -171,6 +175,27 @@ def _check_runner(cfg: TrainConfig) -> None:
     problem = cfg.runner.machine_problem()
     if problem is not None:
         raise ConfigError(problem)
+
+
+def _check_scheduler_fits_compressor(cfg: DictConfig, typed: TrainConfig) -> None:
+    """A scheduler that all-reduces (wfbp) needs payloads that add up. Whether they do depends
+    on the compressor's settings, so the compressor is built (only for such schedulers)."""
+    if not getattr(typed.scheduler, "needs_allreducible", False):
+        return
+    from gradsync.config.instantiate import build
+
+    compressor = build(cfg.compressor, path="compressor")
+    if not compressor.allreducible:
+        name = str(cfg.compressor._target_).split(".")[-2]
+        raise ConfigError(
+            f"scheduler={_scheduler_name(cfg)} all-reduces, but compressor={name} all-gathers "
+            "its payloads; use compressor=none, fp16, bf16, randomk, cltk or deft, or topk/"
+            "threshold with compressor.exchange=union"
+        )
+
+
+def _scheduler_name(cfg: DictConfig) -> str:
+    return str(cfg.scheduler._target_).split(".")[-2]
 
 
 def _check_device(cfg: TrainConfig) -> None:

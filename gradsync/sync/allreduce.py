@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from gradsync.sync.combine import combine
 from gradsync.types import Collective, Compressor, ErrorFeedback, SyncStats
 
 _FLAT = "all"  # the name of the one flattened tensor this strategy compresses
@@ -41,6 +42,9 @@ class AllreduceSync:
         self._params = [p for p in model.parameters() if p.requires_grad]
         self._sizes = [p.numel() for p in self._params]
         self._optimizer = optimizer
+
+    def begin(self, *, step: int, epoch: int = 0) -> None:
+        return None  # everything happens after backward
 
     def _flat_grad(self) -> Tensor:
         grads = [
@@ -71,15 +75,10 @@ class AllreduceSync:
 
         n = self.collective.world_size
         if self.compressor.allreducible:
-            reduced = self.compressor.decompress(self.collective.all_reduce(payload), ctx)
-            selected = self.compressor.selected(payload, ctx)
+            received = self.collective.all_reduce(payload)
         else:
-            gathered = self.collective.all_gather(payload)
-            reduced = torch.zeros_like(flat)
-            for received in gathered:
-                reduced += self.compressor.decompress(received, ctx)
-            picks = [self.compressor.selected(p, ctx) for p in gathered]
-            selected = None if any(s is None for s in picks) else torch.cat(picks).unique()
+            received = self.collective.all_gather(payload)
+        reduced, selected = combine(self.compressor, received, ctx, like=flat)
         communicated = self.clock()
 
         self._write_grad(reduced.div_(n))

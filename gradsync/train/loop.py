@@ -132,6 +132,7 @@ class Trainer:
     def _train_step(self, batch: tuple[Tensor, ...], data_time: float) -> None:
         self.fault.check(self.position.step)
         start = self.clock()
+        self.sync.begin(step=self.position.step, epoch=self.position.epoch)
         batch = tuple(t.to(self.device, non_blocking=True) for t in batch)
         loss = self.task.loss(self.model, batch)
         forwarded = self.clock()
@@ -152,11 +153,12 @@ class Trainer:
                 "comm/error_norm": stats.error_norm,
                 "time/data": data_time,
                 "time/forward": forwarded - start,
-                "time/backward": backwarded - forwarded,
+                "time/backward": backwarded - forwarded - stats.time_in_backward,
                 "time/compress": stats.time_compress,
                 "time/comm": stats.time_comm,
                 "time/update": stats.time_update,
                 "time/iteration": ended - start + data_time,
+                **stats.extra,
             }
         )
 

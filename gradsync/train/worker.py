@@ -83,7 +83,7 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     torch.set_num_threads(t.threads_per_worker)
     device = _device(cfg, env)
     init_process_group(cfg, env, device)
-    collective = TorchCollective()
+    collective = TorchCollective(timeout=timedelta(seconds=t.comm_timeout_s))
     clock = make_clock(device)
 
     data = _load_data(cfg, env)

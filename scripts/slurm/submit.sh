@@ -20,9 +20,13 @@ mkdir -p "$sweep_dir"
 gradsync sweep --list "$@" >"$sweep_dir/jobs.txt"
 jobs=$(wc -l <"$sweep_dir/jobs.txt")
 for ((i = 0; i < jobs; i++)); do mkdir -p "$sweep_dir/$i"; done  # Slurm opens each log there
-# --wait fails when a task fails; the summary below says which and why.
-sbatch --wait --array="0-$((jobs - 1))" "${sbatch_options[@]}" \
+job=$(sbatch --parsable --array="0-$((jobs - 1))" "${sbatch_options[@]}" \
   --output="$sweep_dir/%a/slurm.out" \
   --export="ALL,GRADSYNC_JOBS=$sweep_dir/jobs.txt,GRADSYNC_SWEEP_DIR=$sweep_dir" \
-  "$(dirname "$(realpath "$0")")/array.sbatch" || true
+  "$(dirname "$(realpath "$0")")/array.sbatch")
+job=${job%%;*}  # --parsable prints "id" or "id;cluster"
+echo "submitted job array $job ($jobs tasks); waiting" >&2
+# Poll the queue (every GRADSYNC_POLL_S seconds, default 10) until no task is left in it; the
+# summary below says which tasks failed and why.
+while squeue -h -j "$job" 2>/dev/null | grep -q .; do sleep "${GRADSYNC_POLL_S:-10}"; done
 exec gradsync sweep --summarize "$sweep_dir"

@@ -48,6 +48,22 @@ CASES = [
     (["compressor=qsgd", "compressor.levels=300"], "compressor.levels must be in [1, 127]"),
     (["feedback=ef"], "unknown feedback 'ef'; valid options: auto, none, residual"),
     (
+        ["scheduler=omgs", "scheduler.rule=best"],
+        "unknown scheduler.rule 'best'; valid: paper, code",
+    ),
+    (["scheduler=omgs", "scheduler.profile_steps=0"], "scheduler.profile_steps must be >= 1"),
+    (["scheduler=mgs", "scheduler.threshold=0"], "scheduler.threshold must be >= 1, got 0"),
+    (["scheduler=wfbp", "scheduler.bucket_mb=-1"], "scheduler.bucket_mb must be > 0"),
+    (
+        ["scheduler=wfbp", "compressor=terngrad"],
+        "scheduler=wfbp all-reduces, but compressor=terngrad all-gathers its payloads; use",
+    ),
+    (["scheduler=wfbp", "compressor=topk", "compressor.exchange=allgather"], "compressor=topk all"),
+    (
+        ["scheduler=lagz"],
+        "unknown scheduler 'lagz'; valid options: allreduce, lags, mgs, omgs, wfbp",
+    ),
+    (
         ["runner=netem", "runner.bandwidth=fast"],
         "runner.bandwidth 'fast' is not a rate like 100mbit or 1gbit",
     ),

@@ -1,0 +1,77 @@
+"""Schemas of the pipelined schedulers: wfbp, lags, mgs, omgs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from gradsync.config.schema import require
+from gradsync.sync.choices import MGS_THRESHOLD, OMGS_RULE_NAMES
+
+
+@dataclass
+class WfbpSchedulerConfig:
+    _target_: str = "gradsync.sync.wfbp.WfbpSync"
+    _partial_: bool = True
+    bucket_mb: float = 25.0
+    """Bucket size in MiB (DDP's default): gradients are all-reduced a bucket at a time."""
+    first_bucket_mb: float = 1.0
+    """The first bucket (output side) is smaller, as in DDP, so communication starts early."""
+    needs_allreducible: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        require(self.bucket_mb > 0, f"scheduler.bucket_mb must be > 0, got {self.bucket_mb}")
+        require(
+            self.first_bucket_mb > 0,
+            f"scheduler.first_bucket_mb must be > 0, got {self.first_bucket_mb}",
+        )
+
+
+@dataclass
+class LagsSchedulerConfig:
+    _target_: str = "gradsync.sync.lags.LagsSync"
+    _partial_: bool = True
+
+
+@dataclass
+class MgsSchedulerConfig:
+    _target_: str = "gradsync.sync.mgs.MgsSync"
+    _partial_: bool = True
+    threshold: int = MGS_THRESHOLD
+    """Elements a group collects (from the output layer on) before it is closed."""
+
+    def __post_init__(self) -> None:
+        require(self.threshold >= 1, f"scheduler.threshold must be >= 1, got {self.threshold}")
+
+
+@dataclass
+class OmgsSchedulerConfig:
+    _target_: str = "gradsync.sync.omgs.OmgsSync"
+    _partial_: bool = True
+    rule: str = "paper"
+    """paper (Q3 ∧ Q5), code (the official code's test), safe (never worse than no merging) or
+    optimal (exact under the cost model)."""
+    profile_steps: int = 5
+    """Steps measured (after a first warm-up step) before the groups are planned."""
+    costs: str | None = None
+    """A JSON file with fitted gamma, alpha and beta to use instead of measuring them."""
+
+    def __post_init__(self) -> None:
+        require(
+            self.rule in OMGS_RULE_NAMES,
+            f"unknown scheduler.rule '{self.rule}'; valid: {', '.join(OMGS_RULE_NAMES)}",
+        )
+        require(
+            self.profile_steps >= 1,
+            f"scheduler.profile_steps must be >= 1, got {self.profile_steps}",
+        )
+
+
+SCHEMAS: dict[str, dict[str, type]] = {
+    "scheduler": {
+        "wfbp": WfbpSchedulerConfig,
+        "lags": LagsSchedulerConfig,
+        "mgs": MgsSchedulerConfig,
+        "omgs": OmgsSchedulerConfig,
+    }
+}

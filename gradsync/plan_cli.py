@@ -1,0 +1,122 @@
+"""``gradsync plan OVERRIDES...``: which tensors each OMGS rule merges, and the modelled iteration
+time of every rule beside no merging (LAGS) and one group (TopK-SGD), without training.
+
+The model is built from the composed config and profiled in this process: per-tensor backward
+times and the forward time at ``trainer.batch_size``, and γ from torch.topk on this machine.
+The exchange model (α, β) comes from ``scheduler.costs`` (a JSON file with gamma, alpha and beta,
+as a run logs them) or else from the link: ``runner.bandwidth`` under ``runner=netem``, 1 Gbit/s
+otherwise, as an all-gather ring over ``trainer.workers``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from gradsync.config.compose import ConfigError, compose_jobs
+
+USAGE = "usage: gradsync plan [scheduler=omgs] [model=...] [key=value ...]"
+HOP_LATENCY_S = 5e-5  # one message's start-up on a local network
+
+
+def link_costs(rate_mbit: float, workers: int) -> tuple[float, float]:
+    """(α, β) of a ring all-gather: every worker's payload crosses n−1 links."""
+    hops = max(workers - 1, 1)
+    return hops * HOP_LATENCY_S, hops * 8 / (rate_mbit * 1e6)
+
+
+def _exchange_costs(cfg: DictConfig) -> tuple[float | None, float, float, str]:
+    costs = cfg.scheduler.get("costs")
+    if costs:
+        fitted = json.loads(Path(costs).read_text(encoding="utf-8"))
+        return fitted["gamma"], fitted["alpha"], fitted["beta"], f"fitted values from {costs}"
+    from runners.testbed import rate_mbit
+
+    bandwidth = str(cfg.runner.get("bandwidth") or "1gbit")
+    alpha, beta = link_costs(rate_mbit(bandwidth), int(cfg.trainer.workers))
+    return (
+        None,
+        alpha,
+        beta,
+        f"a {bandwidth} link, all-gather ring over {cfg.trainer.workers} workers",
+    )
+
+
+def plan(cfg: DictConfig) -> str:
+    import torch
+
+    from gradsync.comm.solo import SoloCollective
+    from gradsync.sync.costs import CostModel
+    from gradsync.sync.merge_plans import Layers, groups_of
+    from gradsync.sync.omgs import SPARSE_ELEMENT_BYTES, compare_rules
+    from gradsync.sync.profiling import measure_gamma, profile_model
+    from gradsync.tasks import build_task
+    from gradsync.train.build import build_data, build_model
+
+    torch.set_num_threads(int(cfg.trainer.threads_per_worker))
+    torch.manual_seed(int(cfg.trainer.seed))
+    data = build_data(cfg)
+    model = build_model(cfg, data.spec)
+    task = build_task(data.spec)
+    batch_size = int(cfg.trainer.batch_size)
+    samples = [data.train[i] for i in range(batch_size)]
+    batch = tuple(
+        torch.stack([torch.as_tensor(s[j]) for s in samples]) for j in range(len(samples[0]))
+    )
+    backward, forward = profile_model(model, lambda: task.loss(model, batch))
+    density = float(cfg.compressor.get("density", 1.0))
+    gamma, alpha, beta, source = _exchange_costs(cfg)
+    if gamma is None:
+        gamma = measure_gamma(density, SoloCollective(), torch.device("cpu"))
+    cost = CostModel(
+        gamma=gamma, alpha=alpha, beta=beta, density=density, bytes_per_element=SPARSE_ELEMENT_BYTES
+    )
+    params = [name for name, p in model.named_parameters() if p.requires_grad][::-1]
+    layers = Layers(
+        backward=tuple(backward),
+        sizes=tuple(p.numel() for p in model.parameters() if p.requires_grad)[::-1],
+    )
+    compared = compare_rules(layers, cost, forward)
+    chosen = str(cfg.scheduler.get("rule", "optimal"))
+    lines = [
+        f"{len(layers)} tensors, {sum(layers.sizes):,} elements; density {density:g}; "
+        f"batch {batch_size}: forward {forward * 1e3:.2f} ms, "
+        f"backward {sum(backward) * 1e3:.2f} ms",
+        f"cost model: gamma={gamma:.3g} s (torch.topk here), alpha={alpha:.3g} s, "
+        f"beta={beta:.3g} s/byte ({source})",
+        "",
+        f"{'plan':<22} {'groups':>6} {'iteration (ms)':>15} {'vs one group':>13}",
+    ]
+    single = compared["one group (TopK-SGD)"][1]
+    for name, (plan_, seconds) in compared.items():
+        lines.append(
+            f"{name:<22} {len(plan_):>6} {seconds * 1e3:>15.2f} {single / seconds:>12.2f}x"
+        )
+    lines += ["", f"groups of rule={chosen} (backward order, output layer first):"]
+    for g, members in enumerate(groups_of(compared[chosen][0])):
+        size = sum(layers.sizes[i] for i in members)
+        first, last = params[members[0]], params[members[-1]]
+        span = first if len(members) == 1 else f"{first} .. {last}"
+        lines.append(f"  {g:>3}: {len(members):>3} tensors, {size:>10,} elements  {span}")
+    return "\n".join(lines)
+
+
+def main(args: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in args):
+        print(USAGE)
+        print(__doc__.split("\n\n", 1)[1].rstrip())
+        return 0
+    try:
+        (cfg,) = compose_jobs(args, multirun=False, launcher_here=False)
+        if OmegaConf.select(cfg, "scheduler.rule") is None:
+            raise ConfigError(
+                "gradsync plan compares the merge rules of scheduler=omgs; add scheduler=omgs"
+            )
+        print(plan(cfg))
+    except (ConfigError, FileNotFoundError, KeyError) as exc:
+        print(f"gradsync: error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,25 @@
+"""``scheduler=mgs``: MGS-SGD as the official OMGS code ships it. Walking from the output layer,
+tensors join a group until it holds at least ``threshold`` elements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradsync.sync.choices import MGS_THRESHOLD
+from gradsync.sync.merge_plans import Plan, threshold_groups
+from gradsync.sync.pipelined import Measurements, PipelinedSync
+
+
+class ThresholdPlanner:
+    profile_steps = 0
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+
+    def plan(self, job: Measurements) -> tuple[Plan, dict[str, float]]:
+        return threshold_groups(job.sizes, self.threshold), {}
+
+
+class MgsSync(PipelinedSync):
+    def __init__(self, *, threshold: int = MGS_THRESHOLD, **components: Any) -> None:
+        super().__init__(planner=ThresholdPlanner(threshold), **components)

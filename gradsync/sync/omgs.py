@@ -1,0 +1,95 @@
+"""``scheduler=omgs``: OMGS-SGD. The job's per-tensor backward times are measured over its first
+``profile_steps`` steps (every tensor its own group meanwhile), the top-k and all-gather cost
+models are fitted on this machine and process group, and ``rule`` picks which tensors to merge:
+``paper`` (Q3 ∧ Q5), ``code`` (the official code's test), ``safe`` (a merge only when the
+modelled iteration gets shorter) or ``optimal`` (exact for the model). See ``merge_plans.py``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from gradsync.sync.choices import MGS_THRESHOLD
+from gradsync.sync.costs import CostModel
+from gradsync.sync.merge_plans import (
+    OMGS_RULES,
+    Layers,
+    Plan,
+    iteration_seconds,
+    no_merge,
+    single_group,
+    threshold_groups,
+)
+from gradsync.sync.pipelined import Measurements, PipelinedSync
+from gradsync.sync.profiling import measure_exchange, measure_gamma
+
+log = logging.getLogger("gradsync")
+SPARSE_ELEMENT_BYTES = 8  # a float32 value and an int32 index
+
+
+def compare_rules(layers: Layers, cost: CostModel, forward: float) -> dict[str, tuple[Plan, float]]:
+    """Every rule's plan and modelled iteration time, with no merging and one group beside them."""
+    planners = {
+        **OMGS_RULES,
+        "no-merge (LAGS)": no_merge,
+        "one group (TopK-SGD)": single_group,
+        "threshold 8192 (MGS)": lambda layers, _: threshold_groups(layers.sizes, MGS_THRESHOLD),
+    }
+    plans = {name: planner(layers, cost) for name, planner in planners.items()}
+    return {
+        name: (plan, iteration_seconds(plan, layers, cost, forward)) for name, plan in plans.items()
+    }
+
+
+class OmgsPlanner:
+    def __init__(self, rule: str, profile_steps: int, costs: str | None) -> None:
+        self.rule = rule
+        self.profile_steps = profile_steps
+        self.costs = costs
+
+    def cost_model(self, job: Measurements) -> CostModel:
+        if self.costs is not None:  # fitted elsewhere (gradsync plan, another cluster)
+            fitted = json.loads(Path(self.costs).read_text())
+            gamma, alpha, beta = fitted["gamma"], fitted["alpha"], fitted["beta"]
+        else:
+            assert job.link is not None
+            gamma = measure_gamma(job.density, job.link, job.device)
+            alpha, beta = measure_exchange(job.link, job.device)
+        dense = job.density >= 1.0
+        return CostModel(
+            gamma=gamma,
+            alpha=alpha,
+            beta=beta,
+            density=job.density,
+            bytes_per_element=job.element_size if dense else SPARSE_ELEMENT_BYTES,
+        )
+
+    def plan(self, job: Measurements) -> tuple[Plan, dict[str, float]]:
+        cost = self.cost_model(job)
+        layers = job.layer_times()
+        compared = compare_rules(layers, cost, job.forward)
+        for name, (plan, seconds) in compared.items():
+            log.info(f"omgs: {name}: {len(plan)} groups, modelled iteration {seconds * 1e3:.2f} ms")
+        plan, seconds = compared[self.rule]
+        return plan, {
+            "sched/model_iter_s": seconds,
+            "sched/gamma": cost.gamma,
+            "sched/alpha": cost.alpha,
+            "sched/beta": cost.beta,
+        }
+
+
+class OmgsSync(PipelinedSync):
+    def __init__(
+        self,
+        *,
+        rule: str = "paper",
+        profile_steps: int = 5,
+        costs: str | None = None,
+        **components: Any,
+    ) -> None:
+        if rule not in OMGS_RULES:
+            raise ValueError(f"unknown scheduler.rule {rule!r}; valid: {', '.join(OMGS_RULES)}")
+        super().__init__(planner=OmgsPlanner(rule, profile_steps, costs), **components)

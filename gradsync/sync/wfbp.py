@@ -1,0 +1,48 @@
+"""``scheduler=wfbp``: wait-free backpropagation with tensor fusion, as PyTorch DDP does it.
+Gradients are gathered into buckets in backward order (the first of ``first_bucket_mb`` MiB,
+the others of ``bucket_mb``), and each
+bucket is all-reduced as soon as its last gradient is ready. Only ``step()`` waits. For
+compressors whose payloads add up (none, fp16, bf16, randomk)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradsync.sync.merge_plans import Plan, threshold_groups
+from gradsync.sync.pipelined import Measurements, PipelinedSync
+
+MIB = 1 << 20
+
+
+class BucketPlanner:
+    """DDP's buckets: the first closes at ``first_bucket_mb`` so that communication starts
+    early in backward, the others at ``bucket_mb``."""
+
+    profile_steps = 0
+
+    def __init__(self, bucket_mb: float, first_bucket_mb: float) -> None:
+        self.bucket_mb = bucket_mb
+        self.first_bucket_mb = first_bucket_mb
+
+    def plan(self, job: Measurements) -> tuple[Plan, dict[str, float]]:
+        first = threshold_groups(job.sizes, _elements(self.first_bucket_mb, job.element_size))
+        rest = job.sizes[first[0] :]
+        later = threshold_groups(rest, _elements(self.bucket_mb, job.element_size)) if rest else ()
+        return (first[0], *later), {}
+
+
+def _elements(megabytes: float, element_size: int) -> int:
+    return max(1, int(megabytes * MIB / element_size))
+
+
+class WfbpSync(PipelinedSync):
+    def __init__(
+        self, *, bucket_mb: float = 25.0, first_bucket_mb: float = 1.0, **components: Any
+    ) -> None:
+        compressor = components["compressor"]
+        if not compressor.allreducible:
+            raise ValueError(
+                "scheduler=wfbp all-reduces buckets, so it needs a compressor whose payloads add "
+                "up (none, fp16, bf16, randomk, or a sparsifier with exchange=union)"
+            )
+        super().__init__(planner=BucketPlanner(bucket_mb, first_bucket_mb), **components)
