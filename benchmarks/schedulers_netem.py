@@ -71,7 +71,8 @@ def table(args: argparse.Namespace, bandwidth: str) -> str:
     modelled: dict[str, tuple[int, float]] = {}
     with tempfile.TemporaryDirectory() as root:
         for name, overrides in SCHEMES.items():
-            run_dir = run_job([*overrides, *_common(args, bandwidth)], Path(root) / name)
+            folder = re.sub(r"\W+", "_", name)  # Hydra's override grammar has no spaces
+            run_dir = run_job([*overrides, *_common(args, bandwidth)], Path(root) / folder)
             # OMGS profiles steps 1-5 and plans after step 5: measure after step 10 for all.
             measured[name] = _measured(run_dir, skip_steps=10)
             modelled.update(_modelled(run_dir))
@@ -95,16 +96,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--model", default="resnet18")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--density", type=float, default=0.01)
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=25)
     add_part_arguments(parser, ["1gbit", "100mbit"])
     args = parser.parse_args()
     what = (
         f"{args.workers} workers under runner=netem, {args.model} on synthetic 3x32x32 images, "
         f"batch {args.batch_size}/worker, top-k density {args.density} (all-gather of values "
-        f"and indices), mean of the log windows after step 10 of {args.steps}; modelled times "
-        "from the fitted cost models of the OMGS runs"
+        f"and indices), mean of the log windows after step 10 of {args.steps}; modelled: every "
+        "plan under the cost model that the OMGS (optimal) run fitted to its own profiled steps"
     )
     parts = {
         rate: Part(f"Pipelined sparse schedulers at {rate}", lambda r=rate: table(args, r), what)

@@ -7,6 +7,7 @@ anything is written, then hands each job to its runner, which starts the worker 
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import sys
 import time
@@ -289,7 +290,14 @@ def _submits_through_launcher(cfg: DictConfig) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:  # output piped into head, less, ...: stop quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _main(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help"):
         _print_help()
         return 0

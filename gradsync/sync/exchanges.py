@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ class Exchanges:
         self._results: queue.Queue[tuple[int, Any, BaseException | None]] = queue.Queue()
         self._pending = 0
         self._reducing: dict[int, Callable[[], Payload]] = {}
+        self._timings: list[tuple[float, float]] = []
         self._thread = threading.Thread(target=self._run, name="gradsync-exchange", daemon=True)
         self._thread.start()
 
@@ -54,6 +56,12 @@ class Exchanges:
             raise error
         return results
 
+    def take_timings(self) -> list[tuple[float, float]]:
+        """(bytes sent, seconds) of every all-gather since the last call, as they ran: under
+        the job's real load, peers' skew included."""
+        timings, self._timings = self._timings, []
+        return timings
+
     def close(self) -> None:
         self._jobs.put(_STOP)
         self._thread.join(timeout=5)
@@ -62,6 +70,10 @@ class Exchanges:
         while (job := self._jobs.get()) is not _STOP:
             key, payload = job
             try:
-                self._results.put((key, self.collective.all_gather(payload), None))
+                start = time.perf_counter()
+                gathered = self.collective.all_gather(payload)
+                sent = sum(t.numel() * t.element_size() for t in payload)
+                self._timings.append((float(sent), time.perf_counter() - start))
+                self._results.put((key, gathered, None))
             except BaseException as exc:  # handed to the waiting thread, which raises it
                 self._results.put((key, None, exc))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gradsync.sync.choices import MGS_THRESHOLD
-from gradsync.sync.costs import CostModel
+from gradsync.sync.costs import CostModel, fit_alpha_beta, fit_gamma
 from gradsync.sync.merge_plans import (
     OMGS_RULES,
     Layers,
@@ -50,13 +50,15 @@ class OmgsPlanner:
         self.costs = costs
 
     def cost_model(self, job: Measurements) -> CostModel:
+        """γ, α, β from ``costs`` if given; else fitted to the compressions and all-gathers of
+        the profiled steps themselves (the job's real load and contention); else, when those
+        cannot be fitted (all-reduced payloads are not timed one by one), microbenchmarks."""
         if self.costs is not None:  # fitted elsewhere (gradsync plan, another cluster)
             fitted = json.loads(Path(self.costs).read_text())
             gamma, alpha, beta = fitted["gamma"], fitted["alpha"], fitted["beta"]
         else:
             assert job.link is not None
-            gamma = measure_gamma(job.density, job.link, job.device)
-            alpha, beta = measure_exchange(job.link, job.device)
+            gamma, alpha, beta = self._fitted_in_place(job)
         dense = job.density >= 1.0
         return CostModel(
             gamma=gamma,
@@ -65,6 +67,24 @@ class OmgsPlanner:
             density=job.density,
             bytes_per_element=job.element_size if dense else SPARSE_ELEMENT_BYTES,
         )
+
+    def _fitted_in_place(self, job: Measurements) -> tuple[float, float, float]:
+        assert job.link is not None
+        try:
+            sizes, selecting = [d for d, _ in job.selections], [t for _, t in job.selections]
+            sent, exchanging = [b for b, _ in job.exchanges], [t for _, t in job.exchanges]
+            local = [fit_gamma(sizes, selecting, job.density), *fit_alpha_beta(sent, exchanging)]
+            failed = 0.0
+        except ValueError:  # too few, or too uniform, samples on this worker
+            local, failed = [0.0, 0.0, 0.0], 1.0
+        # Every worker plans with the same, most pessimistic, fit; all fall back together.
+        gamma, alpha, beta, any_failed = job.link.reduce_metrics(
+            [*local, failed], device=job.device, op="max"
+        )
+        if not any_failed:
+            return gamma, alpha, beta
+        gamma = measure_gamma(job.density, job.link, job.device)
+        return (gamma, *measure_exchange(job.link, job.device))
 
     def plan(self, job: Measurements) -> tuple[Plan, dict[str, float]]:
         cost = self.cost_model(job)

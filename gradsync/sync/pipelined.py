@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
@@ -47,6 +47,10 @@ class Measurements:
     forward: float = 0.0
     link: Collective | None = None
     """The exchange's process group, for measuring its cost."""
+    selections: list[tuple[int, float]] = field(default_factory=list)
+    """(elements, seconds) of each compression during the profiled steps, on this worker."""
+    exchanges: list[tuple[float, float]] = field(default_factory=list)
+    """(bytes sent, seconds) of each all-gather during the profiled steps, on this worker."""
 
     def layer_times(self) -> LayerTimes:
         assert self.backward is not None, "profile first"
@@ -196,6 +200,8 @@ class PipelinedSync:
         self._launched[group] = (ctx, flat)
         seconds = self.clock() - start
         self._compress_seconds += seconds
+        if self._profile is not None:
+            self._profile.selections.append((flat.numel(), seconds))
         if in_backward:
             self._in_backward_seconds += seconds
 
@@ -258,7 +264,13 @@ class PipelinedSync:
         assert self._link is not None
         device = self._params[0].device
         backward, forward = profile.agreed(self.collective, device)
-        job = self._measurements(backward=backward, forward=forward, link=self._link.collective)
+        job = self._measurements(
+            backward=backward,
+            forward=forward,
+            link=self._link.collective,
+            selections=profile.selections,
+            exchanges=self._link.take_timings(),
+        )
         plan, metrics = self.planner.plan(job)
         self._use_plan(plan, metrics, planned=True)
         self._profile = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -27,6 +27,8 @@ class BackwardProfile:
     backward: list[float]
     forward: float = 0.0
     steps: int = 0
+    selections: list[tuple[int, float]] = field(default_factory=list)
+    """(elements, seconds) of every compression in the profiled steps."""
 
     def add(self, backward: Sequence[float], forward: float) -> None:
         self.backward = [a + b for a, b in zip(self.backward, backward, strict=True)]

@@ -82,6 +82,18 @@ def test_code_rule_always_merges_the_last_two_tensors_then_tests_tw_against_tsav
     assert code_rule(THREE, _cost(alpha=0.001)) == (2, 1)
 
 
+def test_safe_and_optimal_on_the_golden_examples():
+    # α = 0.05: t_iter of (1,1,1) 0.173, (2,1) 0.145, (1,2) 0.123, (3,) 0.1178. Safe merges
+    # 3 into 2 (0.145 < 0.173), then {3,2} into 1 (0.1178 < 0.145); (3,) is also the optimum.
+    comm_bound = _cost(alpha=0.05)
+    assert iteration_seconds((1, 2), THREE, comm_bound) == pytest.approx(0.123)
+    assert safe_rule(THREE, comm_bound) == optimal_plan(THREE, comm_bound) == (3,)
+    # α = 0.001: (1,1,1) 0.062 beats (2,1) 0.064, (1,2) 0.065 and (3,) 0.0688: nothing merges.
+    compute_bound = _cost(alpha=0.001)
+    assert iteration_seconds((2, 1), THREE, compute_bound) == pytest.approx(0.064)
+    assert safe_rule(THREE, compute_bound) == optimal_plan(THREE, compute_bound) == (1, 1, 1)
+
+
 def test_threshold_grouping_closes_a_group_at_the_threshold():
     assert threshold_groups([5000, 4000, 100, 9000, 10, 20], 8192) == (2, 2, 2)
     assert threshold_groups([9000, 10], 8192) == (1, 1)  # the remainder is its own group

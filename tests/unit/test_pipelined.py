@@ -3,6 +3,7 @@ switches and checkpoints, without a process group."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -117,3 +118,29 @@ def test_a_checkpoint_keeps_the_plan_and_skips_profiling():
 
 def test_rule_names_in_the_schema_match_the_planners():
     assert tuple(OMGS_RULES) == OMGS_RULE_NAMES
+
+
+def test_omgs_fits_its_cost_model_to_the_profiled_steps_themselves():
+    from gradsync.sync.omgs import OmgsPlanner
+
+    density = 0.01
+    sizes = [2**k for k in range(10, 18)]
+    selections = [(d, 3e-10 * density * d * math.log2(d)) for d in sizes]
+    exchanges = [(float(b), 2e-4 + 1e-8 * b) for b in (1e3, 1e4, 1e5, 1e6)]
+    job = Measurements(
+        sizes=sizes,
+        element_size=4,
+        density=density,
+        device=torch.device("cpu"),
+        backward=[1e-3] * len(sizes),
+        link=SoloCollective(),
+        selections=selections,
+        exchanges=exchanges,
+    )
+    cost = OmgsPlanner("optimal", profile_steps=1, costs=None).cost_model(job)
+    assert cost.gamma == pytest.approx(3e-10)
+    assert (cost.alpha, cost.beta) == (pytest.approx(2e-4), pytest.approx(1e-8))
+    # One exchange size only: α and β cannot be told apart, so they are microbenchmarked.
+    sparse = Measurements(**{**job.__dict__, "exchanges": [(1e3, 1e-3)] * 3})
+    fallback = OmgsPlanner("optimal", profile_steps=1, costs=None).cost_model(sparse)
+    assert fallback.gamma > 0 and fallback.beta >= 0
