@@ -15,31 +15,15 @@ from benchmarks.report import Part, add_part_arguments, run_parts
 from gradsync.sync.costs import CostModel
 from gradsync.sync.merge_plans import (
     OMGS_RULES,
-    Layers,
     iteration_seconds,
     no_merge,
     optimal_plan,
+    random_instance,
     safe_rule,
 )
 
 INSTANCES = 3000
 SEED = 2024
-
-
-def random_instance(rng: random.Random, layers: int) -> tuple[Layers, CostModel]:
-    """SPECS §6.6: γ ∈ {2.2e-10, 2e-9, 2e-8}, α ∈ {1e-4, 1e-3, 1e-2}, β ∈ {1e-9, 1e-8, 1e-7},
-    sizes log-uniform in [64, 4M], backward 0.1-5 ms a tensor, density 0.001."""
-    instance = Layers(
-        backward=tuple(rng.uniform(1e-4, 5e-3) for _ in range(layers)),
-        sizes=tuple(int(2 ** rng.uniform(6, 22)) for _ in range(layers)),
-    )
-    cost = CostModel(
-        gamma=rng.choice([2.2e-10, 2e-9, 2e-8]),
-        alpha=rng.choice([1e-4, 1e-3, 1e-2]),
-        beta=rng.choice([1e-9, 1e-8, 1e-7]),
-        density=0.001,
-    )
-    return instance, cost
 
 
 def rule_quality() -> str:

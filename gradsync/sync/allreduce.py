@@ -7,33 +7,23 @@ optimizer step. Nothing here overlaps with backward; ``scheduler=wfbp`` does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from gradsync.sync.base import SyncComponents
 from gradsync.sync.combine import combine
-from gradsync.types import Collective, Compressor, ErrorFeedback, SyncStats
+from gradsync.types import SyncStats
 
 _FLAT = "all"  # the name of the one flattened tensor this strategy compresses
 
 
-class AllreduceSync:
-    def __init__(
-        self,
-        *,
-        compressor: Compressor,
-        feedback: ErrorFeedback,
-        collective: Collective,
-        clock: Callable[[], float],
-    ) -> None:
-        self.compressor = compressor
-        self.feedback = feedback
-        self.collective = collective
-        compressor.bind(collective)
-        self.clock = clock
+class AllreduceSync(SyncComponents):
+    def __init__(self, **components: Any) -> None:
+        super().__init__(**components)
         self._params: list[nn.Parameter] = []
         self._sizes: list[int] = []
         self._optimizer: Optimizer | None = None

@@ -11,6 +11,7 @@ pure: (per-layer backward times, sizes, cost model) in, plan or times out.
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -270,3 +271,22 @@ OMGS_RULES: dict[str, Callable[[Layers, CostModel], Plan]] = {  # names: sync/ch
     "safe": safe_rule,
     "optimal": optimal_plan,
 }
+
+
+def random_instance(
+    rng: random.Random, layers: int, densities: Sequence[float] = (0.001,)
+) -> tuple[Layers, CostModel]:
+    """A random instance of the paper's cost model as SPECS §6.6 samples them: γ ∈ {2.2e-10,
+    2e-9, 2e-8}, α ∈ {1e-4, 1e-3, 1e-2}, β ∈ {1e-9, 1e-8, 1e-7}, sizes log-uniform in
+    [64, 4M], 0.1-5 ms of backward a tensor. For tests and benchmarks of the rules."""
+    instance = Layers(
+        backward=tuple(rng.uniform(1e-4, 5e-3) for _ in range(layers)),
+        sizes=tuple(int(2 ** rng.uniform(6, 22)) for _ in range(layers)),
+    )
+    cost = CostModel(
+        gamma=rng.choice([2.2e-10, 2e-9, 2e-8]),
+        alpha=rng.choice([1e-4, 1e-3, 1e-2]),
+        beta=rng.choice([1e-9, 1e-8, 1e-7]),
+        density=rng.choice(list(densities)),
+    )
+    return instance, cost

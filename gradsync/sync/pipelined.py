@@ -16,7 +16,7 @@ tensor is its own group.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,12 +24,13 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from gradsync.sync.base import SyncComponents
 from gradsync.sync.combine import combine
 from gradsync.sync.exchanges import Exchanges
 from gradsync.sync.merge_plans import Layers as LayerTimes
 from gradsync.sync.merge_plans import Plan, check_plan, groups_of, no_merge
 from gradsync.sync.profiling import BackwardProfile
-from gradsync.types import Collective, Compressor, ErrorFeedback, SyncStats
+from gradsync.types import Collective, SyncStats
 
 log = logging.getLogger("gradsync")
 
@@ -67,21 +68,9 @@ class Planner(Protocol):
         ...
 
 
-class PipelinedSync:
-    def __init__(
-        self,
-        *,
-        compressor: Compressor,
-        feedback: ErrorFeedback,
-        collective: Collective,
-        clock: Callable[[], float],
-        planner: Planner,
-    ) -> None:
-        self.compressor = compressor
-        self.feedback = feedback
-        self.collective = collective
-        compressor.bind(collective)
-        self.clock = clock
+class PipelinedSync(SyncComponents):
+    def __init__(self, *, planner: Planner, **components: Any) -> None:
+        super().__init__(**components)
         self.planner = planner
         self._params: list[nn.Parameter] = []
         self._optimizer: Optimizer | None = None

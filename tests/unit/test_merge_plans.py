@@ -20,6 +20,7 @@ from gradsync.sync.merge_plans import (
     no_merge,
     optimal_plan,
     paper_rule,
+    random_instance,
     safe_rule,
     single_group,
     threshold_groups,
@@ -101,18 +102,7 @@ def test_threshold_grouping_closes_a_group_at_the_threshold():
 
 
 def _random_instance(rng: random.Random, layers: int) -> tuple[Layers, CostModel]:
-    """SPECS §6.6's randomized setting under the paper's own model."""
-    instance = Layers(
-        backward=tuple(rng.uniform(1e-4, 5e-3) for _ in range(layers)),
-        sizes=tuple(int(2 ** rng.uniform(6, 22)) for _ in range(layers)),
-    )
-    cost = CostModel(
-        gamma=rng.choice([2.2e-10, 2e-9, 2e-8]),
-        alpha=rng.choice([1e-4, 1e-3, 1e-2]),
-        beta=rng.choice([1e-9, 1e-8, 1e-7]),
-        density=rng.choice([0.001, 0.01]),
-    )
-    return instance, cost
+    return random_instance(rng, layers, densities=(0.001, 0.01))
 
 
 def test_optimal_equals_brute_force_and_no_rule_beats_it():
