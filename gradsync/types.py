@@ -34,11 +34,20 @@ class Compressor(Protocol):
         ...
 
     def compress(
-        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None
+        self,
+        grad: Tensor,
+        *,
+        name: str,
+        step: int,
+        epoch: int = 0,
+        sizes: Sizes = None,
+        tensors_after: int = 0,
     ) -> tuple[Payload, Any]:
         """``grad`` is one flat group of tensors whose element counts are ``sizes`` (None: one
-        tensor), at optimizer ``step`` of ``epoch``. Returns what goes on the wire and a context
-        that stays on this worker."""
+        tensor), in model order, at optimizer ``step`` of ``epoch``. ``tensors_after``: how many
+        of the model's tensors come after the group's last (0 for a flat gradient), for methods
+        that treat the model's last layer apart (a pipelined scheduler sends it in pieces).
+        Returns what goes on the wire and a context that stays on this worker."""
         ...
 
     def decompress(self, payload: Payload, ctx: Any) -> Tensor: ...

@@ -28,7 +28,14 @@ class DenseCompressor:
         return None  # nothing to agree on
 
     def compress(
-        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None
+        self,
+        grad: Tensor,
+        *,
+        name: str,
+        step: int,
+        epoch: int = 0,
+        sizes: Sizes = None,
+        tensors_after: int = 0,
     ) -> tuple[Payload, Any]:
         return (grad.to(self.wire_dtype or grad.dtype),), grad.dtype
 

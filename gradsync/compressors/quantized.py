@@ -73,18 +73,27 @@ class PackedQuantizer(UsesCollective):
         raise NotImplementedError
 
     # ---- the shared machinery ------------------------------------------------------------
-    def _quantized_count(self, tensors: int, epoch: int) -> int:
+    def _quantized_count(self, tensors: int, epoch: int, tensors_after: int) -> int:
+        """How many of the group's leading tensors are quantized; the rest (the model's last
+        ``float_last`` tensors, as far as they are in this group) stay float."""
         every = self.float_every_epochs
         if every > 0 and (epoch + 1) % every == 0:  # the E-th, 2E-th, ... epoch goes in float
             return 0
-        return max(0, tensors - self.float_last)
+        return max(0, tensors - max(0, self.float_last - tensors_after))
 
     def compress(
-        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None
+        self,
+        grad: Tensor,
+        *,
+        name: str,
+        step: int,
+        epoch: int = 0,
+        sizes: Sizes = None,
+        tensors_after: int = 0,
     ) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
         sizes = group_sizes(grad, sizes)
-        quantized = self._quantized_count(len(sizes), epoch)
+        quantized = self._quantized_count(len(sizes), epoch, tensors_after)
         head = sum(sizes[:quantized])
         parts, scales = [], flat.new_empty(0)
         if quantized:

@@ -85,7 +85,14 @@ class AgreedIndexCompressor(UsesCollective):
         raise NotImplementedError
 
     def compress(
-        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None
+        self,
+        grad: Tensor,
+        *,
+        name: str,
+        step: int,
+        epoch: int = 0,
+        sizes: Sizes = None,
+        tensors_after: int = 0,
     ) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
         indices = self.agree(flat, name=name, step=step, sizes=group_sizes(grad, sizes))

@@ -132,14 +132,18 @@ class PipelinedSync(SyncComponents):
         if not state:
             return
         sizes = self._sizes()
-        parts = []
+        per_tensor: dict[int, Tensor] = {}
         for g, group in enumerate(groups_of(self._plan)):
-            numel = sum(sizes[i] for i in group)
-            parts.append(state.get(_name(g), torch.zeros(numel)).reshape(-1))
-        flat = torch.cat(parts)
-        bounds = [sum(sizes[i] for i in group) for group in groups_of(plan)]
-        pieces = torch.split(flat, bounds)
-        self.feedback.load_state_dict({_name(g): piece.clone() for g, piece in enumerate(pieces)})
+            order = _model_order(group)
+            numel = sum(sizes[i] for i in order)
+            residual = state.get(_name(g), torch.zeros(numel)).reshape(-1)
+            per_tensor.update(zip(order, residual.split([sizes[i] for i in order]), strict=True))
+        self.feedback.load_state_dict(
+            {
+                _name(g): torch.cat([per_tensor[i] for i in _model_order(group)])
+                for g, group in enumerate(groups_of(plan))
+            }
+        )
 
     # ---- one step -----------------------------------------------------------------------------
     def _reset_step(self) -> None:
@@ -173,7 +177,7 @@ class PipelinedSync(SyncComponents):
     def _launch(self, group: int, *, in_backward: bool) -> None:
         assert self._link is not None, "attach() before training"
         start = self.clock()
-        members = groups_of(self._plan)[group]
+        members = _model_order(groups_of(self._plan)[group])
         flat = torch.cat([_grad_of(self._params[i]) for i in members])
         name = _name(group)
         compensated = self.feedback.compensate(flat, name=name)
@@ -183,6 +187,7 @@ class PipelinedSync(SyncComponents):
             step=self._step,
             epoch=self._epoch,
             sizes=[self._params[i].numel() for i in members],
+            tensors_after=min(members),  # backward index = tensors after it in the model
         )
         self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=name)
         self._link.submit(group, payload, allreducible=self.compressor.allreducible)
@@ -213,7 +218,7 @@ class PipelinedSync(SyncComponents):
             summed, selected = combine(self.compressor, received[group], ctx, like=flat)
             summed.div_(n)
             offset = 0
-            for i in members:
+            for i in _model_order(members):
                 param = self._params[i]
                 param.grad = summed[offset : offset + param.numel()].view_as(param)
                 offset += param.numel()
@@ -282,6 +287,12 @@ class PipelinedSync(SyncComponents):
         self.feedback.load_state_dict(state["feedback"])
         if self._planned:
             self._profile = None
+
+
+def _model_order(group: range) -> list[int]:
+    """A group's tensors in model order (indices count in backward order): compressors see a
+    group's tensors as the model lists them, the output layer's last."""
+    return list(reversed(group))
 
 
 def _name(group: int) -> str:

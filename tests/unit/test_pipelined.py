@@ -30,8 +30,8 @@ class FixedPlanner:
 
     def plan(self, job: Measurements) -> tuple[Plan, dict[str, float]]:
         self.seen = job
-        assert self.sync is not None
-        self.residual_before = _residual(self.sync)
+        if self.sync is not None:  # planning after profiling: the residuals at the switch
+            self.residual_before = _residual(self.sync)
         return self.fixed, {"sched/test": 1.0}
 
 
@@ -85,8 +85,11 @@ def test_profiled_steps_run_per_tensor_then_the_plan_keeps_every_residual():
     assert planner.residual_before is not None
     assert set(after_switch) == {"group0", "group1"}
     assert after_switch["group0"].numel() == 3 + 24
-    regrouped = torch.cat([after_switch["group0"], after_switch["group1"]])
-    assert torch.equal(regrouped, planner.residual_before)
+    # Before: one group per tensor (backward order: sizes 3, 24, 8, 48). After: two groups,
+    # each holding its tensors in model order, the output layer's last.
+    pieces = planner.residual_before.split([3, 24, 8, 48])
+    assert torch.equal(after_switch["group0"], torch.cat([pieces[1], pieces[0]]))
+    assert torch.equal(after_switch["group1"], torch.cat([pieces[3], pieces[2]]))
 
 
 def test_compression_in_hooks_is_counted_inside_backward():
@@ -144,3 +147,31 @@ def test_omgs_fits_its_cost_model_to_the_profiled_steps_themselves():
     sparse = Measurements(**{**job.__dict__, "exchanges": [(1e3, 1e-3)] * 3})
     fallback = OmgsPlanner("optimal", profile_steps=1, costs=None).cost_model(sparse)
     assert fallback.gamma > 0 and fallback.beta >= 0
+
+
+def test_terngrad_keeps_the_model_classifier_float_however_it_is_grouped():
+    """The model's last two tensors travel as float32 whether they share a group or not."""
+    from gradsync.compressors.terngrad import TernGradCompressor
+
+    class Recording(TernGradCompressor):
+        floats: list[int]
+
+        def compress(self, grad, **options):
+            payload, ctx = super().compress(grad, **options)
+            self.floats += ctx.sizes[ctx.quantized :]
+            return payload, ctx
+
+    for plan in [(4,), (1, 1, 1, 1), (1, 3), (2, 2)]:
+        model = _model()
+        compressor = Recording()
+        compressor.floats = []
+        sync = PipelinedSync(
+            compressor=compressor,
+            feedback=ResidualFeedback(),
+            collective=SoloCollective(),
+            clock=time.perf_counter,
+            planner=FixedPlanner(plan, profile_steps=0),
+        )
+        sync.attach(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        _train(sync, model, 1)
+        assert sorted(compressor.floats) == [3, 24], plan  # the 8→3 layer's bias and weight
