@@ -28,14 +28,7 @@ class DenseCompressor:
         return None  # nothing to agree on
 
     def compress(
-        self,
-        grad: Tensor,
-        *,
-        name: str,
-        step: int,
-        epoch: int = 0,
-        sizes: Sizes = None,
-        tensors_after: int = 0,
+        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None, **_: int
     ) -> tuple[Payload, Any]:
         return (grad.to(self.wire_dtype or grad.dtype),), grad.dtype
 

@@ -89,14 +89,7 @@ class ExchangedSparsifier(UsesCollective):
         raise NotImplementedError
 
     def compress(
-        self,
-        grad: Tensor,
-        *,
-        name: str,
-        step: int,
-        epoch: int = 0,
-        sizes: Sizes = None,
-        tensors_after: int = 0,
+        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None, **_: int
     ) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
         indices = self.select(flat, group_sizes(grad, sizes))
