@@ -28,7 +28,7 @@ from gradsync.sync.base import SyncComponents
 from gradsync.sync.combine import combine
 from gradsync.sync.exchanges import Exchanges
 from gradsync.sync.merge_plans import Layers as LayerTimes
-from gradsync.sync.merge_plans import Plan, check_plan, groups_of, no_merge
+from gradsync.sync.merge_plans import Plan, check_plan, groups_of
 from gradsync.sync.profiling import BackwardProfile
 from gradsync.types import Collective, SyncStats
 
@@ -76,6 +76,7 @@ class PipelinedSync(SyncComponents):
         self._optimizer: Optimizer | None = None
         self._link: Exchanges | None = None
         self._plan: Plan = ()
+        self._groups: list[range] = []
         self._planned = False
         self._plan_metrics: dict[str, float] = {}
         self._profile: BackwardProfile | None = None
@@ -94,13 +95,10 @@ class PipelinedSync(SyncComponents):
         model.register_forward_pre_hook(lambda *_: self._mark("forward_start"))
         model.register_forward_hook(lambda *_: self._mark("forward_end"))
         if self.planner.profile_steps:
-            self._use_plan(no_merge(self._layer_sizes()), planned=False)
+            self._use_plan((1,) * len(self._params), planned=False)  # profiled per tensor
             self._profile = BackwardProfile(backward=[0.0] * len(self._params))
         else:
             self._use_plan(*self.planner.plan(self._measurements()), planned=True)
-
-    def _layer_sizes(self) -> LayerTimes:
-        return LayerTimes(backward=(0.0,) * len(self._params), sizes=tuple(self._sizes()))
 
     def _sizes(self) -> list[int]:
         return [p.numel() for p in self._params]
@@ -124,7 +122,8 @@ class PipelinedSync(SyncComponents):
             self._regroup_residuals(plan)
         self._plan, self._planned = plan, planned
         self._plan_metrics = {"sched/groups": float(len(plan)), **(metrics or {})}
-        self._group_of = [g for g, group in enumerate(groups_of(plan)) for _ in group]
+        self._groups = groups_of(plan)
+        self._group_of = [g for g, group in enumerate(self._groups) for _ in group]
         self._reset_step()
 
     def _regroup_residuals(self, plan: Plan) -> None:
@@ -147,8 +146,7 @@ class PipelinedSync(SyncComponents):
 
     # ---- one step -----------------------------------------------------------------------------
     def _reset_step(self) -> None:
-        groups = groups_of(self._plan) if self._plan else []
-        self._waiting = [len(group) for group in groups]
+        self._waiting = [len(group) for group in self._groups]
         self._launched: dict[int, tuple[Any, Tensor]] = {}
         self._compress_seconds = 0.0
         self._in_backward_seconds = 0.0
@@ -177,7 +175,7 @@ class PipelinedSync(SyncComponents):
     def _launch(self, group: int, *, in_backward: bool) -> None:
         assert self._link is not None, "attach() before training"
         start = self.clock()
-        members = _model_order(groups_of(self._plan)[group])
+        members = _model_order(self._groups[group])
         flat = torch.cat([_grad_of(self._params[i]) for i in members])
         name = _name(group)
         compensated = self.feedback.compensate(flat, name=name)
@@ -203,7 +201,7 @@ class PipelinedSync(SyncComponents):
         assert self._optimizer is not None and self._link is not None, "attach() before step()"
         self._step, self._epoch = step, epoch
         # A group whose hooks did not all fire (a parameter without a gradient this step).
-        for group in range(len(self._plan)):
+        for group in range(len(self._groups)):
             if group not in self._launched:
                 self._launch(group, in_backward=False)
         waited = self.clock()
@@ -213,7 +211,7 @@ class PipelinedSync(SyncComponents):
 
         n = self.collective.world_size
         numel = selected_count = 0
-        for group, members in enumerate(groups_of(self._plan)):
+        for group, members in enumerate(self._groups):
             ctx, flat = self._launched[group]
             summed, selected = combine(self.compressor, received[group], ctx, like=flat)
             summed.div_(n)
