@@ -47,6 +47,7 @@ def _exchange_costs(cfg: DictConfig) -> tuple[float | None, float, float, str]:
 
 def plan(cfg: DictConfig) -> str:
     import torch
+    from torch.utils.data import default_collate
 
     from gradsync.comm.solo import SoloCollective
     from gradsync.sync.costs import CostModel
@@ -62,10 +63,8 @@ def plan(cfg: DictConfig) -> str:
     model = build_model(cfg, data.spec)
     task = build_task(data.spec)
     batch_size = int(cfg.trainer.batch_size)
-    samples = [data.train[i] for i in range(batch_size)]
-    batch = tuple(
-        torch.stack([torch.as_tensor(s[j]) for s in samples]) for j in range(len(samples[0]))
-    )
+    # One batch as the training loader collates it.
+    batch = tuple(default_collate([data.train[i] for i in range(batch_size)]))
     backward, forward = profile_model(model, lambda: task.loss(model, batch))
     density = float(cfg.compressor.get("density", 1.0))
     gamma, alpha, beta, source = _exchange_costs(cfg)

@@ -132,7 +132,7 @@ class PipelinedSync(SyncComponents):
             return
         sizes = self._sizes()
         per_tensor: dict[int, Tensor] = {}
-        for g, group in enumerate(groups_of(self._plan)):
+        for g, group in enumerate(self._groups):  # still the old plan's
             order = _model_order(group)
             numel = sum(sizes[i] for i in order)
             residual = state.get(_name(g), torch.zeros(numel)).reshape(-1)
