@@ -47,6 +47,7 @@ COMMANDS = {
     "sweep": "a sweep as text for a scheduler: --list OVERRIDES, --summarize SWEEP_DIR",
     "report": "tables and plots comparing run and sweep directories: report PATH...",
     "plan": "OMGS merge plans and modelled iteration times, without training: plan OVERRIDES",
+    "simulate": "schedules (WFBP, ByteScheduler, US-Byte, DeFT) in a simulator: simulate OVERRIDES",
 }
 # Hydra flags that print information instead of running a job: passed to Hydra untouched.
 _HYDRA_INFO_FLAGS = {
@@ -317,6 +318,11 @@ def _main(args: list[str]) -> int:
 
         register_schemas()
         return plan_cli.main(rest)
+    if command == "simulate":
+        from gradsync import simulate_cli
+
+        register_schemas()
+        return simulate_cli.main(rest)
     if command == "report":
         from gradsync.report import cli as report_cli
 

@@ -76,8 +76,9 @@ class Collective(Protocol):
     rank: int
     world_size: int
 
-    def fork(self) -> Collective:
-        """The same workers over a process group of their own (for another thread)."""
+    def fork(self, *, interface: str | None = None) -> Collective:
+        """The same workers over a process group of their own (for another thread); with
+        ``interface``, one that talks over that network interface (a second link)."""
         ...
 
     def all_reduce(self, payload: Payload, *, op: str = "sum") -> Payload:
@@ -125,6 +126,10 @@ class SyncStats:
     time_in_backward: float = 0.0
     """Part of ``time_compress`` spent inside backward (compression in gradient hooks): the
     loop takes it out of ``time/backward`` so the parts of an iteration add up."""
+    time_in_forward: float = 0.0
+    """Part of ``time_compress``, ``time_comm`` and ``time_update`` spent inside the forward
+    pass (sends started as it begins; waiting for and applying each layer's update as its
+    forward begins): the loop takes it out of ``time/forward``."""
     extra: dict[str, float] = field(default_factory=dict)
     """A strategy's own metrics, logged as they are named (``sched/groups``, ...)."""
 
@@ -138,7 +143,15 @@ class SyncModel(Protocol):
         """Before the forward pass of ``step``: what the gradient hooks of this step will need."""
         ...
 
-    def step(self, *, step: int, epoch: int = 0) -> SyncStats: ...
+    def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
+        """Exchange this step's gradient and update (or not); ``loss`` is the step's training
+        loss, for schedulers that model convergence (DeFT's Preserver)."""
+        ...
+
+    def flush(self) -> None:
+        """Finish what ``step`` left in flight (updates a scheduler applies during the next
+        forward pass), before the model is evaluated or saved."""
+        ...
 
     def state_dict(self) -> dict[str, Any]: ...
 

@@ -2,13 +2,30 @@
 links shaped to ``runner.bandwidth`` (see ``testbed.py``). gloo binds to the namespace's
 interface; the configured rate is announced to the workers, which log it as
 ``runner/link_mbit`` next to a measured all-reduce probe, ``runner/probe_mbit``.
+
+With ``runner.second_bandwidth`` every worker has a second link, ``eth1``, announced as
+``GRADSYNC_SECOND_IFNAME`` and ``GRADSYNC_SECOND_LINK_MBIT``; the default process group stays on
+``eth0``, and a worker binds a group of its own to ``eth1`` when it wants the second link.
 """
 
 from __future__ import annotations
 
 from runners.base import Launch
 from runners.local import LocalRunner
-from runners.testbed import INTERFACE, ShapedNetwork, rate_mbit
+from runners.testbed import INTERFACE, SECOND_INTERFACE, ShapedNetwork, rate_mbit
+
+
+def worker_env(network: ShapedNetwork, rank: int) -> dict[str, str]:
+    """What a worker in ``network`` needs to find rank 0 and the links it has."""
+    env = {
+        "MASTER_ADDR": network.addresses[0],
+        "GLOO_SOCKET_IFNAME": INTERFACE,
+        "GRADSYNC_LINK_MBIT": f"{rate_mbit(network.rate):g}",
+    }
+    if network.second_rate is not None:
+        env["GRADSYNC_SECOND_IFNAME"] = SECOND_INTERFACE
+        env["GRADSYNC_SECOND_LINK_MBIT"] = f"{rate_mbit(network.second_rate):g}"
+    return env
 
 
 class NetemRunner(LocalRunner):
@@ -17,18 +34,24 @@ class NetemRunner(LocalRunner):
         *,
         workers: int,
         bandwidth: str = "1gbit",
+        second_bandwidth: str | None = None,
         burst: str = "256kb",
         queue_ms: int = 50,
         grace_period_s: float = 3.0,
     ) -> None:
         super().__init__(workers=workers, grace_period_s=grace_period_s)
-        self.bandwidth, self.burst, self.queue_ms = bandwidth, burst, queue_ms
+        self.bandwidth, self.second_bandwidth = bandwidth, second_bandwidth
+        self.burst, self.queue_ms = burst, queue_ms
         self._network: ShapedNetwork | None = None
 
     def run(self, launch: Launch) -> None:
         # Torn down on every way out: success, worker failure, Ctrl-C.
         with ShapedNetwork(
-            workers=self.workers, rate=self.bandwidth, burst=self.burst, queue_ms=self.queue_ms
+            workers=self.workers,
+            rate=self.bandwidth,
+            second_rate=self.second_bandwidth,
+            burst=self.burst,
+            queue_ms=self.queue_ms,
         ) as network:
             self._network = network
             try:
@@ -42,8 +65,4 @@ class NetemRunner(LocalRunner):
 
     def _network_env(self, rank: int) -> dict[str, str]:
         assert self._network is not None
-        return {
-            "MASTER_ADDR": self._network.addresses[0],
-            "GLOO_SOCKET_IFNAME": INTERFACE,
-            "GRADSYNC_LINK_MBIT": f"{rate_mbit(self.bandwidth):g}",
-        }
+        return worker_env(self._network, rank)

@@ -3,6 +3,8 @@ every link rate-limited with ``tc``.
 
 Each worker namespace has one interface ``eth0`` (a veth) with an address on a private /24;
 the other end sits in the bridge's own namespace, so the host's namespace is never touched.
+With a second rate, every worker also gets ``eth1`` on a second bridge and /24 (two NICs per
+host, as schedulers that drive two links at once expect), shaped at that rate.
 Both ends of every veth get a token-bucket filter at the chosen rate, so a worker's uplink and
 downlink are each capped, as on a switched network. Everything is removed on exit, also after
 an error or Ctrl-C. Needs root and iproute2.
@@ -19,16 +21,18 @@ import subprocess
 from types import TracebackType
 
 INTERFACE = "eth0"
+SECOND_INTERFACE = "eth1"
 _RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)$")
 _MBIT_PER_UNIT = {"bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}
 
 
-def rate_mbit(rate: str) -> float:
-    """Megabits per second of a ``tc`` rate such as ``100mbit`` or ``1gbit``."""
+def rate_mbit(rate: str, *, name: str = "bandwidth") -> float:
+    """Megabits per second of a ``tc`` rate such as ``100mbit`` or ``1gbit``; ``name`` is the
+    option the error message names."""
     match = _RATE.match(rate)
     if match is None:
         raise ValueError(
-            f"bandwidth {rate!r} is not a rate like 100mbit or 1gbit (units: bit, kbit, mbit, gbit)"
+            f"{name} {rate!r} is not a rate like 100mbit or 1gbit (units: bit, kbit, mbit, gbit)"
         )
     return float(match.group(1)) * _MBIT_PER_UNIT[match.group(2)]
 
@@ -48,19 +52,37 @@ def missing_requirement() -> str | None:
 
 class ShapedNetwork:
     """``with ShapedNetwork(workers=4, rate="100mbit") as net:`` then run rank r's command as
-    ``net.command(r, argv)``; rank r is reachable at ``net.addresses[r]``."""
+    ``net.command(r, argv)``; rank r is reachable at ``net.addresses[r]``. With
+    ``second_rate``, rank r is also reachable over ``eth1`` at ``net.second_addresses[r]``."""
 
     def __init__(
-        self, *, workers: int, rate: str, burst: str = "256kb", queue_ms: int = 50
+        self,
+        *,
+        workers: int,
+        rate: str,
+        second_rate: str | None = None,
+        burst: str = "256kb",
+        queue_ms: int = 50,
     ) -> None:
         rate_mbit(rate)  # fail early on a malformed rate
+        if second_rate is not None:
+            rate_mbit(second_rate, name="second_bandwidth")
         self.workers = workers
-        self.rate, self.burst, self.queue_ms = rate, burst, queue_ms
+        self.rate, self.second_rate = rate, second_rate
+        self.burst, self.queue_ms = burst, queue_ms
         tag = os.getpid()
         self.prefix = f"gs{tag}"
-        # A subnet per launcher process, so two jobs on one host do not share addresses.
+        # A subnet per launcher process, so two jobs on one host do not share addresses; the
+        # second link's subnets (10.150-199.*) never overlap the first's (10.200-249.*), so the
+        # kernel routes each peer address out of the interface it belongs to.
         subnet = f"10.{200 + tag % 50}.{(tag // 50) % 256}"
+        second_subnet = f"10.{150 + tag % 50}.{(tag // 50) % 256}"
         self.addresses = [f"{subnet}.{rank + 1}" for rank in range(workers)]
+        self.second_addresses = (
+            [f"{second_subnet}.{rank + 1}" for rank in range(workers)]
+            if second_rate is not None
+            else []
+        )
         self.bridge_ns = f"{self.prefix}-br"
         self.namespaces = [f"{self.prefix}-w{rank}" for rank in range(workers)]
         self._created: list[str] = []
@@ -86,27 +108,39 @@ class ShapedNetwork:
 
     def _build(self) -> None:
         self._add_namespace(self.bridge_ns)
-        self._in(self.bridge_ns, "ip", "link", "add", "br0", "type", "bridge")
-        self._in(self.bridge_ns, "ip", "link", "set", "br0", "up")
+        bridges = ["br0"] if self.second_rate is None else ["br0", "br1"]
+        for bridge in bridges:
+            self._in(self.bridge_ns, "ip", "link", "add", bridge, "type", "bridge")
+            self._in(self.bridge_ns, "ip", "link", "set", bridge, "up")
         for rank, ns in enumerate(self.namespaces):
             self._add_namespace(ns)
-            worker_end, bridge_end = f"{self.prefix}v{rank}a", f"{self.prefix}v{rank}b"
-            _ip("link", "add", worker_end, "type", "veth", "peer", "name", bridge_end)
-            _ip("link", "set", worker_end, "netns", ns)
-            _ip("link", "set", bridge_end, "netns", self.bridge_ns)
-            self._in(ns, "ip", "link", "set", worker_end, "name", INTERFACE)
-            self._in(ns, "ip", "addr", "add", f"{self.addresses[rank]}/24", "dev", INTERFACE)
-            self._in(ns, "ip", "link", "set", INTERFACE, "up")
             self._in(ns, "ip", "link", "set", "lo", "up")
-            self._in(self.bridge_ns, "ip", "link", "set", bridge_end, "master", "br0")
-            self._in(self.bridge_ns, "ip", "link", "set", bridge_end, "up")
-            self._shape(ns, INTERFACE)
-            self._shape(self.bridge_ns, bridge_end)
+            self._link(rank, "v", INTERFACE, "br0", self.addresses[rank], self.rate)
+            if self.second_rate is not None:
+                address = self.second_addresses[rank]
+                self._link(rank, "s", SECOND_INTERFACE, "br1", address, self.second_rate)
 
-    def _shape(self, ns: str, device: str) -> None:
+    def _link(self, rank: int, kind: str, name: str, bridge: str, address: str, rate: str) -> None:
+        """A veth from rank's namespace (where it is called ``name``) to ``bridge``, shaped to
+        ``rate`` on both ends. ``kind`` keeps the host-wide veth names of the links apart."""
+        ns = self.namespaces[rank]
+        # Named per testbed and rank while they still sit in the host's namespace.
+        worker_end, bridge_end = f"{self.prefix}{kind}{rank}a", f"{self.prefix}{kind}{rank}b"
+        _ip("link", "add", worker_end, "type", "veth", "peer", "name", bridge_end)
+        _ip("link", "set", worker_end, "netns", ns)
+        _ip("link", "set", bridge_end, "netns", self.bridge_ns)
+        self._in(ns, "ip", "link", "set", worker_end, "name", name)
+        self._in(ns, "ip", "addr", "add", f"{address}/24", "dev", name)
+        self._in(ns, "ip", "link", "set", name, "up")
+        self._in(self.bridge_ns, "ip", "link", "set", bridge_end, "master", bridge)
+        self._in(self.bridge_ns, "ip", "link", "set", bridge_end, "up")
+        self._shape(ns, name, rate)
+        self._shape(self.bridge_ns, bridge_end, rate)
+
+    def _shape(self, ns: str, device: str, rate: str) -> None:
         self._in(
             ns, "tc", "qdisc", "add", "dev", device, "root", "tbf",
-            "rate", self.rate, "burst", self.burst, "latency", f"{self.queue_ms}ms",
+            "rate", rate, "burst", self.burst, "latency", f"{self.queue_ms}ms",
         )  # fmt: skip
 
     def _add_namespace(self, ns: str) -> None:
@@ -117,7 +151,7 @@ class ShapedNetwork:
         _run("ip", "netns", "exec", ns, *argv)
 
     def close(self) -> None:
-        """Delete every namespace this testbed made (their veths go with them)."""
+        """Delete every namespace this testbed made (their veths and bridges go with them)."""
         while self._created:
             ns = self._created.pop()
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)

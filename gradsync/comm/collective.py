@@ -12,6 +12,7 @@ Collectives used only to aggregate metrics go through ``reduce_metrics`` and are
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,10 +34,38 @@ class ByteCount:
 
 
 _REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
+_GLOO_IFNAME = "GLOO_SOCKET_IFNAME"
 
 
 def _nbytes(tensor: Tensor) -> int:
     return tensor.numel() * tensor.element_size()
+
+
+def second_link_interface() -> str | None:
+    """The interface of this worker's second link, when the runner gave it one
+    (``runner.second_bandwidth`` under ``runner=netem``), else None."""
+    return os.environ.get("GRADSYNC_SECOND_IFNAME") or None
+
+
+@contextmanager
+def _gloo_interface(interface: str | None) -> Iterator[None]:
+    """GLOO_SOCKET_IFNAME set to ``interface`` inside the block and restored after it, also
+    when the block fails.
+
+    gloo reads the variable only when a group is made, so setting it around ``new_group``
+    binds that one group to the interface and leaves every other group where it is."""
+    if interface is None:
+        yield
+        return
+    previous = os.environ.get(_GLOO_IFNAME)
+    os.environ[_GLOO_IFNAME] = interface
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(_GLOO_IFNAME, None)
+        else:
+            os.environ[_GLOO_IFNAME] = previous
 
 
 class TorchCollective:
@@ -56,11 +85,16 @@ class TorchCollective:
         self.clock = clock
         self._count = ByteCount()
 
-    def fork(self) -> TorchCollective:
+    def fork(self, *, interface: str | None = None) -> TorchCollective:
         """The same workers over a new process group of their own, for collectives issued from
         another thread (a pipelined scheduler's communication thread): calls on different groups
-        need not be ordered against each other. Every worker must call it, in the same order."""
-        group = dist.new_group(backend=dist.get_backend(self.group), timeout=self.timeout)
+        need not be ordered against each other. Every worker must call it, in the same order.
+
+        ``interface``: the network interface the new group talks over (such as the second link
+        ``second_link_interface()`` names); honoured by gloo groups, other backends ignore it.
+        """
+        with _gloo_interface(interface):
+            group = dist.new_group(backend=dist.get_backend(self.group), timeout=self.timeout)
         return TorchCollective(group=group, clock=self.clock, timeout=self.timeout)
 
     # ---- byte accounting ------------------------------------------------------------------

@@ -19,7 +19,8 @@ class SoloCollective:
     rank = 0
     world_size = 1
 
-    def fork(self) -> SoloCollective:
+    def fork(self, *, interface: str | None = None) -> SoloCollective:
+        # Nothing goes on any wire, so the interface changes nothing.
         return SoloCollective()
 
     def all_reduce(self, payload: Payload, *, op: str = "sum") -> Payload:

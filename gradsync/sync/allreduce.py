@@ -50,7 +50,7 @@ class AllreduceSync(SyncComponents):
             p.grad = flat[offset : offset + n].view_as(p)
             offset += n
 
-    def step(self, *, step: int, epoch: int = 0) -> SyncStats:
+    def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
         assert self._optimizer is not None, "attach() before step()"
         start = self.clock()
         flat = self._flat_grad()

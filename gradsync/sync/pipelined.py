@@ -197,7 +197,7 @@ class PipelinedSync(SyncComponents):
         if in_backward:
             self._in_backward_seconds += seconds
 
-    def step(self, *, step: int, epoch: int = 0) -> SyncStats:
+    def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
         assert self._optimizer is not None and self._link is not None, "attach() before step()"
         self._step, self._epoch = step, epoch
         # A group whose hooks did not all fire (a parameter without a gradient this step).

@@ -57,9 +57,13 @@ def batch_sequence(merged: Sequence[int], batch: int) -> list[int]:
     return [k * batch for k in merged]
 
 
-def preserver_ratio(walk: LossWalk, start: float, merged: Sequence[int], batch: int) -> float:
-    """E_OB / E_OD: N = Σk_i updates with batch B against the schedule's updates."""
-    plain = walk.after_updates(start, [batch] * sum(merged))
+def preserver_ratio(
+    walk: LossWalk, start: float, merged: Sequence[int], batch: int, iterations: int | None = None
+) -> float:
+    """E_OB / E_OD: N updates with batch B against the schedule's updates. N is Σk_i, or the
+    ``iterations`` the schedule ran when some of them were not applied by its end (a schedule
+    that holds gradients back pays for it)."""
+    plain = walk.after_updates(start, [batch] * (sum(merged) if iterations is None else iterations))
     delayed = walk.after_updates(start, batch_sequence(merged, batch))
     return plain / delayed
 
@@ -85,12 +89,13 @@ def preserve(
     *,
     epsilon: float = EPSILON,
     retries: int = MAX_RETRIES,
+    iterations: int | None = None,
 ) -> Decision:
     """Enlarge the capacities (×1.1 a retry, at most ``retries`` times) until the schedule that
     ``merged_for(scale)`` produces passes the 1 ± ε test; the last try is kept if none does."""
     scale = 1.0
     for attempt in range(retries + 1):
-        ratio = preserver_ratio(walk, start, merged_for(scale), batch)
+        ratio = preserver_ratio(walk, start, merged_for(scale), batch, iterations)
         if passes(ratio, epsilon) or attempt == retries:
             return Decision(scale, ratio, attempt, passes(ratio, epsilon))
         scale *= ENLARGE

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gradsync.compressors.sparse import density_k
+from gradsync.sync.buckets import ForwardTimer
 from gradsync.sync.costs import fit_alpha_beta, fit_gamma
 from gradsync.types import Collective
 
@@ -43,9 +44,7 @@ class BackwardProfile:
         return agreed[:-1], agreed[-1]
 
 
-def _median_seconds(
-    run: Callable[[], object], *, repeats: int, clock: Callable[[], float]
-) -> float:
+def median_seconds(run: Callable[[], object], *, repeats: int, clock: Callable[[], float]) -> float:
     run()  # warm-up: allocation, lazy initialisation
     times = []
     for _ in range(repeats):
@@ -69,7 +68,7 @@ def measure_gamma(
         x = torch.randn(d, device=device)
         k = density_k(density, d)
         seconds.append(
-            _median_seconds(lambda x=x, k=k: torch.topk(x.abs(), k), repeats=repeats, clock=clock)
+            median_seconds(lambda x=x, k=k: torch.topk(x.abs(), k), repeats=repeats, clock=clock)
         )
     agreed = collective.reduce_metrics(seconds, device=device, op="max")
     return fit_gamma(TOPK_SIZES, agreed, density)
@@ -88,9 +87,7 @@ def measure_exchange(
     for nbytes in EXCHANGE_BYTES:
         payload = (torch.zeros(nbytes // 4, device=device),)
         seconds.append(
-            _median_seconds(
-                lambda p=payload: collective.all_gather(p), repeats=repeats, clock=clock
-            )
+            median_seconds(lambda p=payload: collective.all_gather(p), repeats=repeats, clock=clock)
         )
     collective.take_bytes()
     agreed = collective.reduce_metrics(seconds, device=device, op="max")
@@ -134,3 +131,30 @@ def profile_model(
         for handle in handles:
             handle.remove()
     return [t / steps for t in ready], forward / steps
+
+
+def profile_tensors(
+    model: torch.nn.Module,
+    loss: Callable[[], torch.Tensor],
+    *,
+    steps: int = 5,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[list[float], list[float]]:
+    """(per-tensor forward seconds, per-tensor backward seconds), both in backward order, as
+    ``profile_model`` measures them; the forward pass is shared among tensors by module hooks
+    (``ForwardTimer``), the warm-up step left out."""
+    params = [p for p in model.parameters() if p.requires_grad][::-1]
+    timer = ForwardTimer(model, params, clock)
+    calls = [0]
+
+    def timed_loss() -> torch.Tensor:
+        if calls[0] == 1:  # the first measured step: forget the warm-up's times
+            timer.take(0.0)
+        calls[0] += 1
+        return loss()
+
+    try:
+        backward, forward = profile_model(model, timed_loss, steps=steps, clock=clock)
+    finally:
+        timer.remove()
+    return timer.take(forward), backward

@@ -75,11 +75,19 @@ def build_lr_scheduler(
     return LambdaLR(optimizer, lr_lambda=factor)
 
 
-def build_sync(cfg: DictConfig, *, collective: Collective, clock: Any) -> SyncModel:
+def build_sync(
+    cfg: DictConfig, *, collective: Collective, clock: Any, run_dir: Path | None = None
+) -> SyncModel:
     compressor = build(cfg.compressor, path="compressor")
     feedback = build(cfg.feedback, path="feedback", compressor=compressor)
     scheduler = build(cfg.scheduler, path="scheduler")
-    return scheduler(compressor=compressor, feedback=feedback, collective=collective, clock=clock)
+    return scheduler(
+        compressor=compressor,
+        feedback=feedback,
+        collective=collective,
+        clock=clock,
+        run_dir=run_dir,
+    )
 
 
 def build_logger(

@@ -115,6 +115,7 @@ class Trainer:
         if done_in_epoch == s.steps_per_epoch:
             self.position = checkpoint.Position(epoch + 1, 0, self.position.step)
         finished = self.position.step >= s.total_steps or self.position.epoch >= s.epochs
+        self.sync.flush()  # updates still in flight land before the model is evaluated or saved
         if finished or (epoch + 1) % s.eval_every_epochs == 0:
             self._evaluate()
         if s.save_checkpoints:
@@ -138,7 +139,9 @@ class Trainer:
         forwarded = self.clock()
         loss.backward()
         backwarded = self.clock()
-        stats = self.sync.step(step=self.position.step, epoch=self.position.epoch)
+        stats = self.sync.step(
+            step=self.position.step, epoch=self.position.epoch, loss=loss.detach()
+        )
         self.optimizer.zero_grad(set_to_none=True)
         self.lr_scheduler.step()
         ended = self.clock()
@@ -152,7 +155,7 @@ class Trainer:
                 "comm/density_actual": stats.density_actual,
                 "comm/error_norm": stats.error_norm,
                 "time/data": data_time,
-                "time/forward": forwarded - start,
+                "time/forward": forwarded - start - stats.time_in_forward,
                 "time/backward": backwarded - forwarded - stats.time_in_backward,
                 "time/compress": stats.time_compress,
                 "time/comm": stats.time_comm,

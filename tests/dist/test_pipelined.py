@@ -8,7 +8,6 @@ import time
 
 import pytest
 import torch
-from torch import nn
 
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.none import NoneCompressor
@@ -20,17 +19,12 @@ from gradsync.sync.mgs import MgsSync
 from gradsync.sync.omgs import OmgsSync
 from gradsync.sync.wfbp import WfbpSync
 from tests.helpers.dist import run_world
+from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
 
 pytestmark = pytest.mark.dist
 
-STEPS, PER_WORKER = 6, 8
-
-
-def _model() -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Linear(10, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4)
-    ).double()
+STEPS = 6
+_model = tiny_model
 
 
 def _compressor(kind: str, density: float, exchange: str):
@@ -61,19 +55,14 @@ def _train(
     rank: int, world_size: int, name: str, kind: str, density: float, exchange: str, options: dict
 ) -> dict:
     model = _model()
-    gen = torch.Generator().manual_seed(1)
-    n = STEPS * PER_WORKER * world_size
-    x = torch.randn(n, 10, generator=gen, dtype=torch.float64)
-    y = torch.randint(0, 4, (n,), generator=gen)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+    data = tiny_data(STEPS, world_size)
+    opt = sgd(model)
     sync = _make_sync(name, kind, density, exchange, options)
     sync.attach(model, opt)
     groups = []
     for step in range(STEPS):
         sync.begin(step=step)
-        start = step * PER_WORKER * world_size + rank * PER_WORKER
-        batch = slice(start, start + PER_WORKER)
-        nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
+        local_loss(model, data, step, rank, world_size).backward()
         stats = sync.step(step=step)
         groups.append(stats.extra.get("sched/groups", 1.0))
         opt.zero_grad(set_to_none=True)

@@ -34,3 +34,12 @@ def final_params(run_dir: Path) -> dict[str, torch.Tensor]:
         weights_only=False,
     )
     return common["model"]
+
+
+TIME_PARTS = ("time/forward", "time/backward", "time/compress", "time/comm", "time/update")
+
+
+def time_parts_add_up(window: dict[str, Any]) -> bool:
+    """Work a scheduler does inside forward or backward hooks is counted once, under its own
+    part, so the parts of an iteration never add up to more than the iteration."""
+    return sum(window[k] for k in TIME_PARTS) <= window["time/iteration"] * 1.001

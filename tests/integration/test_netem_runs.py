@@ -4,13 +4,19 @@ worker or Ctrl-C."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import statistics
 import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from runners.testbed import missing_requirement
+from runners.netem import worker_env
+from runners.testbed import ShapedNetwork, missing_requirement
 from tests.helpers.cli import metrics, run_cli, summary
 from tests.helpers.jobs import start_long_job, workers_of
 
@@ -19,6 +25,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 RATES_MBIT = {"1gbit": 1000.0, "10mbit": 10.0}
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _namespaces() -> set[str]:
@@ -97,3 +104,111 @@ def test_ctrl_c_stops_the_workers_and_tears_the_network_down(gradsync_cmd, cli_e
     assert job.returncode == 130
     assert workers_of(run_dir) == {}
     assert _namespaces() == before
+
+
+# ---- a second link per worker (runner.second_bandwidth) ---------------------------------------
+PAYLOAD_BYTES = 4 << 20
+ROUNDS = 3
+
+
+def _tx_bytes(interface: str) -> int:
+    # `ip netns exec` mounts the namespace's own sysfs, so these are the worker's interfaces.
+    return int(Path(f"/sys/class/net/{interface}/statistics/tx_bytes").read_text())
+
+
+def two_link_worker() -> None:
+    """One rank, run inside its namespace: all-reduces over the default group (eth0) and over a
+    group forked onto the second link, taken in turns so both see the same machine load; prints
+    the times and what each interface sent while each kind ran, as JSON."""
+    import torch
+    import torch.distributed as dist
+
+    from gradsync.comm.collective import TorchCollective, second_link_interface
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    collectives = {"default": TorchCollective()}
+    collectives["forked"] = collectives["default"].fork(interface=second_link_interface())
+    ifname_after_fork = os.environ.get("GLOO_SOCKET_IFNAME")
+    buf = torch.ones(PAYLOAD_BYTES // 4)
+    for collective in collectives.values():
+        collective.all_reduce((buf,))  # warm-up: connections and buffers
+    seconds: dict[str, list[float]] = {name: [] for name in collectives}
+    sent = {name: {"eth0": 0, "eth1": 0} for name in collectives}
+    for _ in range(ROUNDS):
+        for name, collective in collectives.items():
+            dist.barrier()
+            before = {interface: _tx_bytes(interface) for interface in ("eth0", "eth1")}
+            start = time.perf_counter()
+            collective.all_reduce((buf,))
+            seconds[name].append(time.perf_counter() - start)
+            for interface, count in before.items():
+                sent[name][interface] += _tx_bytes(interface) - count
+    dist.barrier()
+    dist.destroy_process_group()
+    print(json.dumps({"seconds": seconds, "sent": sent, "ifname_after_fork": ifname_after_fork}))
+
+
+def _owned(network: ShapedNetwork) -> set[str]:
+    # Only this testbed's namespaces: other jobs on the host may build testbeds of their own.
+    return {network.bridge_ns, *network.namespaces} & _namespaces()
+
+
+def test_a_group_forked_onto_the_second_link_runs_at_its_rate():
+    with ShapedNetwork(workers=2, rate="1gbit", second_rate="50mbit") as network:
+        assert _owned(network) == {network.bridge_ns, *network.namespaces}
+        envs = [worker_env(network, rank) for rank in range(2)]
+        assert envs[0]["GRADSYNC_SECOND_IFNAME"] == "eth1"
+        assert envs[0]["GRADSYNC_SECOND_LINK_MBIT"] == "50"
+        assert envs[0]["GRADSYNC_LINK_MBIT"] == "1000"
+        code = "from tests.integration.test_netem_runs import two_link_worker; two_link_worker()"
+        procs = [
+            subprocess.Popen(
+                network.command(rank, [sys.executable, "-c", code]),
+                cwd=REPO,
+                env={
+                    **os.environ,
+                    **envs[rank],
+                    "RANK": str(rank),
+                    "WORLD_SIZE": "2",
+                    "MASTER_PORT": "29500",  # a fresh namespace: nothing else listens there
+                },
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for rank in range(2)
+        ]
+        try:
+            outputs = [proc.communicate(timeout=60) for proc in procs]
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        for proc, (_, stderr) in zip(procs, outputs, strict=True):
+            assert proc.returncode == 0, stderr
+    assert not _owned(network)  # torn down with everything else
+
+    for stdout, _ in outputs:
+        report = json.loads(stdout.strip().splitlines()[-1])
+        assert report["ifname_after_fork"] == "eth0"  # restored for later groups
+        seconds = {name: statistics.median(times) for name, times in report["seconds"].items()}
+        # 4 MB per rank per all-reduce of two: ~34 ms at 1 Gbit/s, ~0.67 s at 50 Mbit/s.
+        assert seconds["forked"] > 5 * seconds["default"], report["seconds"]
+        carried = ROUNDS * PAYLOAD_BYTES
+        sent = report["sent"]
+        assert sent["forked"]["eth1"] > 0.9 * carried, sent
+        assert sent["forked"]["eth0"] < 0.05 * carried, sent
+        assert sent["default"]["eth0"] > 0.9 * carried, sent
+        assert sent["default"]["eth1"] < 0.05 * carried, sent
+
+
+def test_a_second_link_is_torn_down_after_an_error():
+    with (
+        pytest.raises(RuntimeError, match="boom"),
+        ShapedNetwork(workers=2, rate="1gbit", second_rate="50mbit") as network,
+    ):
+        assert len(_owned(network)) == 3
+        raise RuntimeError("boom")
+    assert not _owned(network)

@@ -59,10 +59,14 @@ CASES = [
         "scheduler=wfbp all-reduces, but compressor=terngrad all-gathers its payloads; use",
     ),
     (["scheduler=wfbp", "compressor=topk", "compressor.exchange=allgather"], "compressor=topk all"),
+    (["scheduler=lagz"], "unknown scheduler 'lagz'; valid options: allreduce, "),
+    (["scheduler=deft", "scheduler.links=3"], "scheduler.links must be 1 or 2, got 3"),
     (
-        ["scheduler=lagz"],
-        "unknown scheduler 'lagz'; valid options: allreduce, lags, mgs, omgs, wfbp",
+        ["scheduler=deft", "scheduler.merge_reduction=max"],
+        "unknown scheduler.merge_reduction 'max'; valid: mean, sum",
     ),
+    (["scheduler=deft", "scheduler.mu=0.5"], "scheduler.mu must be >= 1"),
+    (["scheduler=deft", "compressor=terngrad"], "scheduler=deft all-reduces, but compressor="),
     (
         ["runner=netem", "runner.bandwidth=fast"],
         "runner.bandwidth 'fast' is not a rate like 100mbit or 1gbit",
@@ -82,6 +86,33 @@ CASES = [
     (["trainer.adam_betas=[0.9]"], "trainer.adam_betas must be two numbers in [0, 1)"),
     (["trainer.lr=0.1,0.2"], "add -m to sweep"),
     (["trainer.resume=does/not/exist"], "trainer.resume=does/not/exist does not exist"),
+    (["scheduler=bytescheduler", "scheduler.credit=0"], "scheduler.credit must be >= 1, got 0"),
+    (
+        ["scheduler=bytescheduler", "scheduler.partition_size=0"],
+        "scheduler.partition_size must be >= 1, got 0",
+    ),
+    (
+        ["scheduler=bytescheduler", "compressor=terngrad"],
+        "scheduler=bytescheduler all-reduces, but compressor=terngrad all-gathers its payloads; "
+        "use compressor=none",
+    ),
+    (
+        ["scheduler=usbyte", "compressor=topk", "compressor.exchange=allgather"],
+        "scheduler=usbyte all-reduces, but compressor=topk all-gathers its payloads",
+    ),
+    (["scheduler=usbyte", "scheduler.credit=-5"], "scheduler.credit must be >= 1, got -5"),
+    (
+        ["scheduler=usbyte", "scheduler.min_partition_size=10", "scheduler.max_partition_size=5"],
+        "scheduler.min_partition_size must be >= 1 and <= scheduler.max_partition_size, got 10 "
+        "and 5",
+    ),
+    (["scheduler=usbyte", "scheduler.profile_steps=0"], "scheduler.profile_steps must be >= 1"),
+    (["scheduler=usbyte", "scheduler.alpha=0.001"], "give both scheduler.alpha and scheduler.beta"),
+    (
+        ["scheduler=usbyte", "scheduler.alpha=-1", "scheduler.beta=1e-9"],
+        "scheduler.alpha and scheduler.beta must be >= 0",
+    ),
+    (["scheduler=bytescheduler", "scheduler.bucket_mb=1"], "unknown key 'scheduler.bucket_mb'"),
 ]
 
 

@@ -51,3 +51,10 @@ def test_capacities_grow_until_the_schedule_passes():
 def test_the_preserver_gives_up_after_ten_retries():
     decision = preserve(lambda scale: [4], WALK, 2.0, 64)
     assert not decision.passed and decision.retries == 10
+
+
+def test_iterations_left_unapplied_at_the_end_of_the_period_count_against_the_schedule():
+    complete = preserver_ratio(WALK, 2.0, [2, 2], 32)
+    held_back = preserver_ratio(WALK, 2.0, [2, 2], 32, iterations=8)  # 4 still pending
+    assert held_back < complete
+    assert not passes(preserver_ratio(WALK, 2.0, [], 32, iterations=20))  # never applies

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 
-from gradsync.sync.simulator import BucketTimes, bytescheduler, coverage_rate, deft, wfbp
+from gradsync.sync.simulator import (
+    COMPUTE,
+    LINK_1,
+    LINK_2,
+    SCHEDULES,
+    Block,
+    BucketTimes,
+    Event,
+    bytescheduler,
+    coverage_rate,
+    deft,
+    usbyte,
+    usbyte_partitions,
+    wfbp,
+)
 
 TWO = dict(forward=(1.0, 1.0), backward=(1.0, 1.0))
 
@@ -56,3 +71,123 @@ def test_deft_trades_update_frequency_for_iteration_time_when_links_are_slow():
     delayed, baseline = deft(times, iterations=40), wfbp(times, iterations=40)
     assert delayed.iteration < baseline.iteration
     assert delayed.update_frequency < 1.0
+
+
+def _random_times(rng: random.Random, comm_scale: float = 1.0) -> BucketTimes:
+    n = rng.randint(1, 7)
+    return BucketTimes(
+        forward=tuple(rng.uniform(0.1, 1) for _ in range(n)),
+        backward=tuple(rng.uniform(0.1, 1) for _ in range(n)),
+        comm=tuple(comm_scale * rng.uniform(0.1, 3) for _ in range(n)),
+    )
+
+
+def test_every_schedule_is_pure_compute_when_communication_is_free():
+    rng = random.Random(3)
+    for _ in range(20):
+        times = _random_times(rng, comm_scale=0.0)
+        for name, schedule in SCHEDULES.items():
+            predicted = schedule(times)
+            assert predicted.iteration == pytest.approx(times.compute), name
+            assert predicted.bubble_ratio == pytest.approx(0.0, abs=1e-9), name
+            assert predicted.update_frequency == pytest.approx(1.0), name
+
+
+def test_one_link_schedules_cannot_beat_the_link_when_communication_dominates():
+    rng = random.Random(4)
+    for _ in range(20):
+        times = _random_times(rng, comm_scale=100.0)
+        total = sum(times.comm)
+        for schedule in (wfbp, bytescheduler, usbyte):
+            assert schedule(times).iteration >= total * (1 - 1e-9)
+        # DeFT sends every gradient once, merged or not: its updates need the link's time.
+        for mu, links in ((None, 1.0), (1.65, 1 + 1 / 1.65)):
+            predicted = deft(times, 40, mu=mu)
+            assert predicted.update_frequency * total <= predicted.iteration * links * 1.02
+
+
+def test_usbyte_is_never_slower_than_bytescheduler_or_wfbp():
+    rng = random.Random(5)
+    for _ in range(40):
+        times = _random_times(rng, comm_scale=rng.choice([0.1, 1.0, 10.0]))
+        alpha = rng.uniform(0, 0.3)
+        chosen = usbyte(times, alpha=alpha)
+        # ByteScheduler's equal pieces are one of the partitions US-Byte chooses from.
+        assert chosen.iteration <= bytescheduler(times, alpha=alpha).iteration * (1 + 1e-9)
+        assert chosen.iteration <= wfbp(times).iteration * (1 + 1e-9)
+        assert chosen.update_frequency == 1.0
+
+
+def test_usbyte_merges_small_buckets_when_start_ups_dominate():
+    # Four buckets of 1 s each, 0.9 s of which is the start-up α: one message of 0.9 + 4 × 0.1
+    # once backward ends (at 0.8) lets the next forward start at 2.1. WFBP sends the four in a
+    # row from 0.5 to 4.5; ByteScheduler's 16 pieces pay α 16 times.
+    tenth = (0.1,) * 4
+    times = BucketTimes(forward=tenth, backward=tenth, comm=(1.0,) * 4)
+    assert usbyte(times, alpha=0.9).iteration == pytest.approx(2.1)
+    assert wfbp(times).iteration == pytest.approx(4.5)
+    assert bytescheduler(times, alpha=0.9).iteration > 10 * 0.9
+
+
+def test_usbyte_partitions_cover_the_gradient_with_unequal_messages():
+    times = BucketTimes(forward=(1.0,) * 3, backward=(1.0,) * 3, comm=(0.6, 0.6, 2.5))
+    candidates = usbyte_partitions(times, alpha=0.1)
+    for blocks in candidates:
+        covered = [b for block in blocks for b in range(block.first, block.last + 1)]
+        assert sorted(set(covered)) == [0, 1, 2]
+        assert all(x.last <= y.first for x, y in itertools.pairwise(blocks))  # in order
+        bandwidth = sum(block.seconds - 0.1 for block in blocks)
+        assert bandwidth == pytest.approx(sum(times.comm) - 3 * 0.1)  # nothing lost or added
+    # A cap of half the bandwidth term (1.7): buckets 0 and 1 (0.5 each) merged, bucket 2
+    # (2.4) in two pieces of 1.2, each message paying α once.
+    halves = [Block(0, 1, 1.1), Block(2, 2, 1.3), Block(2, 2, 1.3)]
+    assert any(blocks == pytest.approx(halves) for blocks in candidates if len(blocks) == 3)
+    assert [Block(0, 2, 3.5)] in candidates  # the whole gradient as one message
+
+
+def test_two_links_keep_deft_applying_every_iteration_where_one_link_merges():
+    # Three 2 s buckets, 1 s of forward and of backward each: with a second link (μ = 1.5)
+    # the forward pass carries the two buckets left of the last gradient, so every iteration
+    # applies one; one link needs two iterations for some gradients.
+    times = BucketTimes(forward=(1.0,) * 3, backward=(1.0,) * 3, comm=(2.0,) * 3)
+    one, two = deft(times, 40), deft(times, 40, mu=1.5)
+    assert one.iteration == pytest.approx(6.0) and two.iteration == pytest.approx(6.0)
+    assert two.update_frequency == pytest.approx(1.0)
+    assert one.update_frequency < 0.9
+    slow = [e for e in two.timeline if e.stream == LINK_2]
+    assert [e.label for e in slow] == ["C1 t-1"]  # bucket 1 of the previous gradient
+    assert slow[0].end - slow[0].start == pytest.approx(1.5 * 2.0)  # μ·c on the slow link
+    assert not [e for e in one.timeline if e.stream == LINK_2]
+
+
+def test_the_wfbp_timeline_is_the_hand_computed_iteration():
+    predicted = wfbp(BucketTimes(**TWO, comm=(0.5, 0.5)))
+    assert predicted.timeline == (
+        Event(COMPUTE, 0.0, 1.0, "F1"),
+        Event(COMPUTE, 1.0, 2.0, "F0"),
+        Event(COMPUTE, 2.0, 3.0, "B0"),
+        Event(COMPUTE, 3.0, 4.0, "B1"),
+        Event(LINK_1, 3.0, 3.5, "C0"),
+        Event(LINK_1, 4.0, 4.5, "C1"),
+    )
+
+
+def test_timelines_hold_one_iteration_of_compute_and_never_overlap_on_a_stream():
+    rng = random.Random(6)
+    for _ in range(15):
+        times = _random_times(rng, comm_scale=rng.choice([0.3, 1.0, 3.0]))
+        n = len(times.comm)
+        for name, schedule in SCHEDULES.items():
+            predicted = schedule(times)
+            events, span = predicted.timeline, predicted.timeline_span
+            assert all(0 <= e.start < e.end <= span * (1 + 1e-9) for e in events)
+            compute = [e for e in events if e.stream == COMPUTE]
+            assert sorted(e.label for e in compute) == sorted(
+                [f"F{b}" for b in range(n)] + [f"B{b}" for b in range(n)]
+            ), name
+            for stream in (COMPUTE, LINK_1, LINK_2):
+                lane = sorted((e for e in events if e.stream == stream), key=lambda e: e.start)
+                assert all(a.end <= b.start + 1e-9 for a, b in itertools.pairwise(lane)), name
+            assert sum(e.end - e.start for e in compute) == pytest.approx(times.compute)
+            if not name.startswith("deft"):  # the others repeat every iteration
+                assert span == pytest.approx(predicted.iteration)

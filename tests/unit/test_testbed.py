@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from gradsync.comm.solo import SoloCollective
+from gradsync.config.compose import ConfigError, compose_jobs
 from runners import testbed
+from runners.netem import worker_env
 from runners.testbed import ShapedNetwork, rate_mbit
+from tests.helpers.dist import run_world
 
 
 @pytest.mark.parametrize(
@@ -47,3 +53,64 @@ def test_without_iproute2_the_refusal_names_the_package(monkeypatch):
     monkeypatch.setattr(testbed.os, "geteuid", lambda: 0)
     monkeypatch.setattr(testbed.shutil, "which", lambda tool: None)
     assert "apt-get install iproute2" in str(testbed.missing_requirement())
+
+
+# ---- the second link (runner.second_bandwidth) ------------------------------------------------
+def test_a_second_link_gets_its_own_subnet_and_names():
+    net = ShapedNetwork(workers=4, rate="1gbit", second_rate="50mbit")
+    assert len(set(net.second_addresses)) == 4
+    assert not set(net.second_addresses) & set(net.addresses)
+    first = {a.rsplit(".", 1)[0] for a in net.addresses}
+    second = {a.rsplit(".", 1)[0] for a in net.second_addresses}
+    assert len(second) == 1 and second != first  # one /24 of its own
+    assert len(f"{net.prefix}s{net.workers - 1}a") <= 15
+    env = worker_env(net, 1)
+    assert (env["GRADSYNC_SECOND_IFNAME"], env["GRADSYNC_SECOND_LINK_MBIT"]) == ("eth1", "50")
+    assert env["GLOO_SOCKET_IFNAME"] == "eth0"  # the default group stays on the first link
+
+
+def test_without_a_second_rate_there_is_one_link():
+    net = ShapedNetwork(workers=2, rate="1gbit")
+    assert net.second_addresses == []
+    assert not any(key.startswith("GRADSYNC_SECOND") for key in worker_env(net, 0))
+
+
+def test_a_malformed_second_rate_is_refused_in_one_line():
+    with pytest.raises(ConfigError) as info:
+        compose_jobs(["runner=netem", "runner.second_bandwidth=fast"], multirun=False)
+    text = str(info.value)
+    assert "runner.second_bandwidth 'fast' is not a rate like 100mbit or 1gbit" in text
+    assert "\n" not in text
+    with pytest.raises(ValueError, match="second_bandwidth '50 mbit' is not a rate"):
+        ShapedNetwork(workers=2, rate="1gbit", second_rate="50 mbit")
+
+
+def test_a_well_formed_second_rate_composes():
+    jobs = compose_jobs(["runner=netem", "runner.second_bandwidth=50mbit"], multirun=False)
+    assert jobs[0].runner.second_bandwidth == "50mbit"
+
+
+def _fork_onto(rank: int, world_size: int) -> list[str | None]:
+    """Fork onto an interface that does not exist (gloo refuses it), then onto loopback; what
+    GLOO_SOCKET_IFNAME reads after each."""
+    from gradsync.comm.collective import TorchCollective
+
+    collective = TorchCollective()
+    seen = [os.environ.get("GLOO_SOCKET_IFNAME")]
+    with pytest.raises(RuntimeError, match="gsnope0"):
+        collective.fork(interface="gsnope0")
+    seen.append(os.environ.get("GLOO_SOCKET_IFNAME"))
+    forked = collective.fork(interface="lo")
+    seen.append(os.environ.get("GLOO_SOCKET_IFNAME"))
+    assert forked.world_size == world_size
+    return seen
+
+
+def test_forking_onto_an_interface_restores_gloo_s_choice_also_on_error(tmp_path, monkeypatch):
+    # Unset before, so it must be unset again after (not left as the forked group's interface).
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    assert run_world(_fork_onto, 1, tmp_path) == [[None, None, None]]
+
+
+def test_a_solo_collective_forks_onto_any_interface():
+    assert isinstance(SoloCollective().fork(interface="eth1"), SoloCollective)

@@ -141,6 +141,10 @@ class NetemRunnerConfig(LocalRunnerConfig):
     _target_: str = "runners.netem.NetemRunner"
     bandwidth: str = "1gbit"
     """Rate of every worker's uplink and downlink, as tc writes it: 100mbit, 1gbit, 500kbit."""
+    second_bandwidth: str | None = None
+    """If set, every worker also gets a second link, eth1 on a bridge and subnet of its own, at
+    this rate (two NICs per host, as DeFT drives them); workers find it in the environment
+    (GRADSYNC_SECOND_IFNAME, GRADSYNC_SECOND_LINK_MBIT)."""
     burst: str = "256kb"
     """Token-bucket burst: how much may leave at line rate before the cap applies."""
     queue_ms: int = 50
@@ -150,6 +154,8 @@ class NetemRunnerConfig(LocalRunnerConfig):
         super().__post_init__()
         try:
             rate_mbit(self.bandwidth)
+            if self.second_bandwidth is not None:
+                rate_mbit(self.second_bandwidth, name="second_bandwidth")
         except ValueError as exc:
             raise ValueError(f"runner.{exc}") from None
         require(self.queue_ms > 0, f"runner.queue_ms must be > 0, got {self.queue_ms}")

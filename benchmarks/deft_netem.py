@@ -1,0 +1,127 @@
+"""Communication schedulers on a shaped network, in the spirit of the DeFT paper's Figure 10:
+measured throughput of WFBP (DDP's buckets), ByteScheduler, US-Byte and DeFT over one and two
+links, 4 workers under ``runner=netem`` on a bandwidth where communication cannot hide behind
+computation (coverage rate > 1), beside what the iteration simulator predicts for each from the
+per-bucket times the DeFT runs profiled. Needs root (network namespaces). From the repo root:
+
+    .venv/bin/python -m benchmarks.deft_netem --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import tempfile
+from pathlib import Path
+
+from benchmarks.measure import run_job
+from benchmarks.report import Part, add_part_arguments, run_parts
+from gradsync.metrics.summary import read_metrics
+from gradsync.sync import simulator
+from gradsync.sync.deft import PROFILE_FILE, BucketProfile
+
+SCHEMES = {
+    "WFBP (DDP)": (["scheduler=wfbp"], "wfbp"),
+    "ByteScheduler": (["scheduler=bytescheduler"], "bytescheduler"),
+    "US-Byte": (["scheduler=usbyte"], "usbyte"),
+    "DeFT, 1 link": (["scheduler=deft"], "deft"),
+    "DeFT, 2 links": (["scheduler=deft", "scheduler.links=2"], "deft-2links"),
+}
+SKIP_STEPS = 12  # DeFT profiles steps 1-5 and plans after step 5: measure later for all
+
+
+def _common(args: argparse.Namespace) -> list[str]:
+    return [
+        "runner=netem",
+        f"runner.bandwidth={args.bandwidth}",
+        f"runner.second_bandwidth={args.second_bandwidth}",
+        f"trainer.workers={args.workers}",
+        f"model={args.model}",
+        "dataset=synthetic",
+        f"trainer.batch_size={args.batch_size}",
+        f"trainer.max_steps={args.steps}",
+        "trainer.log_every=4",
+        "trainer.checkpoint=false",
+        "trainer.lr=0.01",  # random labels diverge at the default 0.05, and the Preserver reads
+        # its loss model from these steps
+    ]
+
+
+def _measured(run_dir: Path) -> tuple[float, float]:
+    """(mean time/iteration, mean updates per iteration) of the windows after SKIP_STEPS."""
+    windows = [r for r in read_metrics(run_dir) if "time/iteration" in r and r["step"] > SKIP_STEPS]
+    return (
+        statistics.mean(r["time/iteration"] for r in windows),
+        statistics.mean(r.get("sched/update_applied", 1.0) for r in windows),
+    )
+
+
+def _predicted(profile: BucketProfile, schedule: str) -> simulator.Prediction:
+    times = simulator.BucketTimes(profile.forward, profile.backward, profile.comm)
+    if schedule == "deft-2links":
+        return simulator.deft(times, mu=profile.mu)
+    return simulator.SCHEDULES[schedule](times)
+
+
+def table(args: argparse.Namespace) -> str:
+    measured: dict[str, tuple[float, float]] = {}
+    profiles: dict[str, BucketProfile] = {}
+    with tempfile.TemporaryDirectory() as root:
+        for name, (overrides, _) in SCHEMES.items():
+            folder = re.sub(r"\W+", "_", name)  # Hydra's override grammar has no spaces
+            run_dir = run_job([*overrides, *_common(args)], Path(root) / folder)
+            measured[name] = _measured(run_dir)
+            if (run_dir / PROFILE_FILE).exists():
+                profiles[name] = BucketProfile.read(run_dir / PROFILE_FILE)
+    one_link, two_links = profiles["DeFT, 1 link"], profiles["DeFT, 2 links"]
+    samples = args.workers * args.batch_size
+    reference = measured["WFBP (DDP)"][0]
+    lines = [
+        f"DeFT's profile (1 link): {len(one_link.comm)} buckets, coverage rate "
+        f"{one_link.coverage_rate:.2f}; measured μ of the second link {two_links.mu:.2f}.",
+        "",
+        "| scheme | measured iteration (ms) | samples/s | updates/iteration | vs WFBP "
+        "| predicted iteration (ms) | predicted samples/s | predicted updates/iteration |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, (seconds, updates) in measured.items():
+        schedule = SCHEMES[name][1]
+        profile = two_links if schedule == "deft-2links" else one_link
+        p = _predicted(profile, schedule)
+        lines.append(
+            f"| {name} | {seconds * 1e3:.0f} | {samples / seconds:.1f} | {updates:.2f} "
+            f"| {reference / seconds:.2f}x | {p.iteration * 1e3:.0f} "
+            f"| {samples / p.iteration:.1f} | {p.update_frequency:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--bandwidth", default="500mbit")
+    parser.add_argument("--second-bandwidth", default="300mbit")
+    parser.add_argument("--steps", type=int, default=32)
+    add_part_arguments(parser, ["schedulers"])
+    args = parser.parse_args()
+    what = (
+        f"{args.workers} workers under runner=netem at {args.bandwidth} (second link "
+        f"{args.second_bandwidth}, used by DeFT with 2 links), {args.model} on synthetic "
+        f"3x32x32 images, batch {args.batch_size}/worker, dense gradients; measured: mean of the "
+        f"log windows after step {SKIP_STEPS} of {args.steps}; predicted: the iteration "
+        "simulator on the per-bucket F/B/C that the DeFT runs profiled on the job (the 1-link "
+        "profile for all but DeFT with 2 links)"
+    )
+    parts = {
+        "schedulers": Part(
+            "Communication schedulers (DeFT) on a shaped network", lambda: table(args), what
+        )
+    }
+    run_parts(parser, args, parts, "deft_netem")
+
+
+if __name__ == "__main__":
+    main()

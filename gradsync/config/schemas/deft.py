@@ -1,0 +1,68 @@
+"""Schema of ``scheduler=deft``: DeFT's delayed, knapsack-scheduled communication."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from gradsync.config.schema import require
+
+MERGE_REDUCTIONS = ("mean", "sum")
+
+
+@dataclass
+class DeftSchedulerConfig:
+    _target_: str = "gradsync.sync.deft.DeftSync"
+    _partial_: bool = True
+    partition_size: int = 6_500_000
+    """Elements per bucket before profiling; buckets too long to send in the forward pass are
+    split further once their communication time is measured."""
+    links: int = 1
+    """1, or 2: a second process group sends the second knapsack concurrently (under
+    runner=netem with runner.second_bandwidth, over its own shaped link)."""
+    mu: float | None = None
+    """How many times slower the second link is; measured when null (the paper's value: 1.65)."""
+    merge_reduction: str = "mean"
+    """How gradients merged over several iterations are combined: mean (divide by the number
+    of iterations) or sum (as the authors' code does)."""
+    delay: bool = True
+    """false: every gradient is sent whole in its own iteration and applied at once (WFBP)."""
+    profile_steps: int = 5
+    """Steps measured (after a first warm-up step, with every bucket sent as in WFBP) before
+    the schedule is planned."""
+    times: str | None = None
+    """A JSON file with per-bucket times (as a run saves them in deft_profile.json) to use
+    instead of profiling."""
+    preserver: bool = True
+    """Check that delaying does not cost convergence; enlarge the knapsacks until it does not."""
+    epsilon: float = 0.01
+    preserver_retries: int = 10
+    needs_allreducible: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        require(
+            self.partition_size >= 1,
+            f"scheduler.partition_size must be >= 1, got {self.partition_size}",
+        )
+        require(self.links in (1, 2), f"scheduler.links must be 1 or 2, got {self.links}")
+        require(
+            self.mu is None or self.mu >= 1,
+            f"scheduler.mu must be >= 1 (the second link's slowdown) or null, got {self.mu}",
+        )
+        require(
+            self.merge_reduction in MERGE_REDUCTIONS,
+            f"unknown scheduler.merge_reduction '{self.merge_reduction}'; valid: "
+            + ", ".join(MERGE_REDUCTIONS),
+        )
+        require(
+            self.profile_steps >= 1,
+            f"scheduler.profile_steps must be >= 1, got {self.profile_steps}",
+        )
+        require(0 < self.epsilon < 1, f"scheduler.epsilon must be in (0, 1), got {self.epsilon}")
+        require(
+            self.preserver_retries >= 0,
+            f"scheduler.preserver_retries must be >= 0, got {self.preserver_retries}",
+        )
+
+
+SCHEMAS: dict[str, dict[str, type]] = {"scheduler": {"deft": DeftSchedulerConfig}}

@@ -1,0 +1,77 @@
+"""Schemas of the priority schedulers: ``bytescheduler`` and ``usbyte`` (SPECS §7.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from gradsync.config.schema import require
+
+# ByteScheduler's defaults (its code): partitions of 1M elements, 4M elements in flight.
+PARTITION_SIZE = 1_000_000
+CREDIT = 4_000_000
+
+
+def _check_credit(credit: int) -> None:
+    require(credit >= 1, f"scheduler.credit must be >= 1, got {credit}")
+
+
+@dataclass
+class ByteSchedulerConfig:
+    _target_: str = "gradsync.sync.bytescheduler.ByteSchedulerSync"
+    _partial_: bool = True
+    partition_size: int = PARTITION_SIZE
+    """Elements per partition of the backward-ordered gradient (tensors are cut)."""
+    credit: int = CREDIT
+    """At most this many elements in flight; a larger partition is sent alone."""
+    needs_allreducible: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        require(
+            self.partition_size >= 1,
+            f"scheduler.partition_size must be >= 1, got {self.partition_size}",
+        )
+        _check_credit(self.credit)
+
+
+@dataclass
+class UsByteConfig:
+    _target_: str = "gradsync.sync.usbyte.UsByteSync"
+    _partial_: bool = True
+    min_partition_size: int = 65_536
+    """The smallest partition (elements) the planner considers."""
+    max_partition_size: int = CREDIT
+    """The largest partition; also the equal partitions sent while profiling."""
+    credit: int = CREDIT
+    profile_steps: int = 3
+    """Steps measured (after a first warm-up step, updates applied in step) before planning."""
+    alpha: float | None = None
+    """Seconds per message of the link; null: timed on the job's process group at start-up."""
+    beta: float | None = None
+    """Seconds per byte of the link; null together with alpha."""
+    needs_allreducible: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        require(
+            1 <= self.min_partition_size <= self.max_partition_size,
+            "scheduler.min_partition_size must be >= 1 and <= scheduler.max_partition_size, got "
+            f"{self.min_partition_size} and {self.max_partition_size}",
+        )
+        _check_credit(self.credit)
+        require(
+            self.profile_steps >= 1,
+            f"scheduler.profile_steps must be >= 1, got {self.profile_steps}",
+        )
+        require(
+            (self.alpha is None) == (self.beta is None),
+            "give both scheduler.alpha and scheduler.beta, or neither (to measure them)",
+        )
+        require(
+            self.alpha is None or (self.alpha >= 0 and self.beta is not None and self.beta >= 0),
+            "scheduler.alpha and scheduler.beta must be >= 0",
+        )
+
+
+SCHEMAS: dict[str, dict[str, type]] = {
+    "scheduler": {"bytescheduler": ByteSchedulerConfig, "usbyte": UsByteConfig}
+}

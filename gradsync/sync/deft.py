@@ -1,0 +1,535 @@
+"""``scheduler=deft``: DeFT's delayed, knapsack-scheduled communication (SPECS §7).
+
+The gradient, flattened in backward order, is cut into buckets. Each iteration the two-queue
+state machine (``DeftQueues``) decides what is sent when: buckets of the gradient being
+synchronized (CUR) during the forward pass and during backward, and buckets of the new gradient
+as soon as backward has produced them. Whatever does not fit is kept locally: iterations whose
+gradients wait are summed into FUT and travel together later. The optimizer steps only when a
+whole gradient has been synchronized, with the mean (or the sum) over the merged iterations; on
+other iterations it does not step at all (the authors' code zeroes the gradient and steps, so
+momentum and weight decay still move the weights).
+
+Two buffers hold the gradients: ``current`` (CUR: all-reduced in place, bucket by bucket) and
+``future`` (FUT plus the gradient backward is producing). When a new gradient becomes current
+they swap.
+
+The first ``profile_steps`` steps (after a warm-up step) run as WFBP while they measure each
+bucket's forward time F (module hooks), backward time B (gradient hooks) and communication time
+C (timed all-reduces of each bucket's size on the link, the slowest worker's), plus what the
+Preserver needs (loss, ‖g‖², the spread of the workers' gradients). Buckets whose C exceeds the
+smallest window are split, the Preserver enlarges the knapsacks until delaying costs no
+convergence, and the schedule starts. ``scheduler.links=2`` sends the second knapsack over a
+second process group concurrently (its own shaped link under ``runner=netem``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.optim import Optimizer
+
+from gradsync.comm.collective import second_link_interface
+from gradsync.sync.base import SyncComponents
+from gradsync.sync.buckets import PARTITION_SIZE, Buckets, ForwardTimer
+from gradsync.sync.combine import combine
+from gradsync.sync.deft_queues import DeftQueues, Gradient, Step, update_sizes
+from gradsync.sync.exchanges import Exchanges
+from gradsync.sync.knapsack import DEFAULT_UNIT
+from gradsync.sync.preserver import EPSILON, MAX_RETRIES, Decision, LossWalk, preserve
+from gradsync.sync.profiling import median_seconds
+from gradsync.types import Collective, SyncStats
+
+log = logging.getLogger("gradsync")
+
+PAPER_MU = 1.65  # NCCL over gloo for large tensors (paper); used when one link is measured
+PRESERVER_PERIOD = 20  # iterations of the schedule the Preserver looks at
+PROFILE_FILE = "deft_profile.json"
+_MAX_TICKS = 20_000  # knapsack resolution: windows of at most this many time units
+
+
+@dataclass(frozen=True)
+class BucketProfile:
+    """What the schedule is solved from; saved with the run and accepted back as
+    ``scheduler.times``."""
+
+    bounds: tuple[int, ...]
+    forward: tuple[float, ...]
+    backward: tuple[float, ...]
+    comm: tuple[float, ...]
+    mu: float
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BucketProfile:
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+    @classmethod
+    def read(cls, path: str | Path) -> BucketProfile:
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=1) + "\n", encoding="utf-8")
+
+    @property
+    def coverage_rate(self) -> float:
+        compute = sum(self.forward) + sum(self.backward)
+        return sum(self.comm) / compute if compute > 0 else math.inf
+
+
+@dataclass
+class _Gradient:
+    """A flat buffer in backward order, all-reduced in place bucket by bucket."""
+
+    flat: Tensor
+
+
+@dataclass
+class _Profile:
+    """Per-tensor sums over the profiled steps, and the Preserver's samples."""
+
+    forward: list[float]
+    backward: list[float]
+    steps: int = 0
+    loss: float = 0.0
+    norms: list[float] = field(default_factory=list)
+    """‖ḡ‖² of the averaged gradient, per step."""
+    spreads: list[float] = field(default_factory=list)
+    """Variance over workers of ḡ·g_w, per step."""
+
+
+class DeftSync(SyncComponents):
+    def __init__(
+        self,
+        *,
+        partition_size: int = PARTITION_SIZE,
+        links: int = 1,
+        mu: float | None = None,
+        merge_reduction: str = "mean",
+        delay: bool = True,
+        profile_steps: int = 5,
+        times: str | None = None,
+        preserver: bool = True,
+        epsilon: float = EPSILON,
+        preserver_retries: int = MAX_RETRIES,
+        **components: Any,
+    ) -> None:
+        super().__init__(**components)
+        if not self.compressor.allreducible:
+            raise ValueError(
+                "scheduler=deft all-reduces buckets, so it needs a compressor whose payloads add "
+                "up (none, fp16, bf16, randomk, or a sparsifier with exchange=union)"
+            )
+        self.partition_size, self.links, self.given_mu = partition_size, links, mu
+        self.merge_reduction, self.delay = merge_reduction, delay
+        self.profile_steps, self.times_file = profile_steps, times
+        self.use_preserver, self.epsilon, self.retries = preserver, epsilon, preserver_retries
+        self._params: list[nn.Parameter] = []
+        self._optimizer: Optimizer | None = None
+        self._links: list[Exchanges] = []
+        self._profile: _Profile | None = None
+        self._timer: ForwardTimer | None = None
+        self.times: BucketProfile | None = None
+        self._metrics: dict[str, float] = {}
+        self._step, self._epoch = 0, 0
+        self._plan: Step | None = None
+
+    # ---- set-up -------------------------------------------------------------------------------
+    def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
+        self._params = [p for p in model.parameters() if p.requires_grad][::-1]
+        self._optimizer = optimizer
+        self._sizes = [p.numel() for p in self._params]
+        self._offsets = [0]
+        for size in self._sizes:
+            self._offsets.append(self._offsets[-1] + size)
+        like = self._params[0]
+        self._current = _Gradient(
+            torch.zeros(self._offsets[-1], dtype=like.dtype, device=like.device)
+        )
+        self._future = _Gradient(torch.zeros_like(self._current.flat))
+        self._links = [Exchanges(self.collective.fork())]
+        if self.links == 2:
+            # Its own interface when the host has one (runner=netem runner.second_bandwidth).
+            self._links.append(Exchanges(self.collective.fork(interface=second_link_interface())))
+        for index, param in enumerate(self._params):
+            param.register_post_accumulate_grad_hook(
+                lambda _, index=index: self._on_gradient(index)
+            )
+        model.register_forward_hook(lambda *_: self._on_forward_end())
+        if self.times_file:
+            self._use_times(BucketProfile.read(self.times_file))
+        else:
+            self._use_buckets(Buckets.partition(self._sizes, self.partition_size))
+            self._queues = self._wfbp_queues()
+            self._profile = _Profile([0.0] * len(self._params), [0.0] * len(self._params))
+            self._timer = ForwardTimer(model, self._params, self.clock)
+            self._local = torch.zeros_like(self._current.flat)  # a worker's own gradient
+
+    def _use_buckets(self, buckets: Buckets) -> None:
+        if getattr(self, "buckets", None) is not None and buckets != self.buckets:
+            self._rebucket_residuals(buckets)
+        self.buckets = buckets
+        self._overlaps = buckets.overlaps(self._sizes)
+
+    def _wfbp_queues(self) -> DeftQueues:
+        n = len(self.buckets)
+        return DeftQueues(
+            comm=[0.0] * n, backward=[0.0] * n, forward_time=0, backward_time=0, delay=False
+        )
+
+    def _queues_for(self, times: BucketProfile, scale: float = 1.0) -> DeftQueues:
+        window = max(sum(times.forward), sum(times.backward)) * scale
+        return DeftQueues(
+            comm=times.comm,
+            backward=times.backward,
+            forward_time=sum(times.forward),
+            backward_time=sum(times.backward),
+            unit=max(DEFAULT_UNIT, window / _MAX_TICKS),
+            delay=self.delay,
+            mu=times.mu if self.links == 2 else None,
+            capacity_scale=scale,
+        )
+
+    def _use_times(self, times: BucketProfile, scale: float = 1.0) -> None:
+        self.times = times
+        self._use_buckets(Buckets(times.bounds))
+        self._queues = self._queues_for(times, scale)
+        self._metrics.update(
+            {
+                "sched/buckets": float(len(self.buckets)),
+                "sched/coverage_rate": times.coverage_rate,
+                "sched/mu": times.mu,
+                "sched/capacity_scale": scale,
+            }
+        )
+
+    def _rebucket_residuals(self, buckets: Buckets) -> None:
+        """Error-feedback residuals are kept per bucket: carry them over to new bounds."""
+        state = self.feedback.state_dict()
+        if not state:
+            return
+        old = self.buckets
+        flat = torch.cat(
+            [state.get(_name(b), torch.zeros(old.numel(b))).reshape(-1) for b in range(len(old))]
+        )
+        self.feedback.load_state_dict(
+            {_name(b): flat[buckets.slice(b)].clone() for b in range(len(buckets))}
+        )
+
+    # ---- one step -----------------------------------------------------------------------------
+    def begin(self, *, step: int, epoch: int = 0) -> None:
+        self._step, self._epoch = step, epoch
+        self._plan = self._queues.step()
+        self._launched: dict[int, tuple[Tensor, Any, int]] = {}
+        self._waiting = [self.buckets.numel(b) for b in range(len(self.buckets))]
+        self._new_sends = set(self._plan.backward_sends_new)
+        self._compress_seconds = self._in_backward_seconds = self._in_forward_seconds = 0.0
+        self._ready_at = [0.0] * len(self._params)
+        self._forward_started = self.clock()
+        self._forward_seconds = 0.0
+        self._last_mark: float | None = None
+        self._backward_sent = False
+        if self._timer is not None:
+            self._timer.take(0.0)  # drop what evaluation passes added
+        self._send_current(self._plan.forward_sends)  # Case 1: during this forward pass
+
+    def _on_forward_end(self) -> None:
+        if self._plan is None or self._backward_sent:
+            return  # an evaluation pass, or a second forward in one step
+        self._backward_sent = True
+        now = self.clock()
+        self._forward_seconds, self._last_mark = now - self._forward_started, now
+        self._send_current(self._plan.backward_sends_current)  # Cases 2 and 3
+
+    def _on_gradient(self, index: int) -> None:
+        if self._plan is None:
+            return
+        now = self.clock()
+        self._ready_at[index] = now - (self._last_mark if self._last_mark is not None else now)
+        grad = self._params[index].grad
+        lo, hi = self._offsets[index], self._offsets[index + 1]
+        if grad is not None:
+            self._future.flat[lo:hi].add_(grad.reshape(-1))
+        for bucket, count in self._overlaps[index]:
+            self._waiting[bucket] -= count
+            if self._waiting[bucket] == 0 and bucket in self._new_sends:
+                self._new_sends.discard(bucket)
+                start = self.clock()
+                self._send(self._future, bucket, tag=1)
+                self._in_backward_seconds += self.clock() - start
+        self._last_mark = self.clock()
+
+    def _send_current(self, buckets: list[int]) -> None:
+        """Start buckets of CUR; the loop counts this as forward time, so it is taken out."""
+        start = self.clock()
+        for bucket in buckets:
+            self._send(self._current, bucket, tag=0)
+        self._in_forward_seconds += self.clock() - start
+
+    def _send(self, gradient: _Gradient, bucket: int, *, tag: int) -> None:
+        """Compress a bucket of ``gradient`` and start its exchange; ``tag`` tells CUR's buckets
+        (0) from the new gradient's (1), which may share an index in one iteration."""
+        start = self.clock()
+        flat = gradient.flat[self.buckets.slice(bucket)]
+        if self._profile is not None:
+            self._local[self.buckets.slice(bucket)] = flat
+        name = _name(bucket)
+        compensated = self.feedback.compensate(flat, name=name)
+        payload, ctx = self.compressor.compress(
+            compensated, name=name, step=self._step, epoch=self._epoch, sizes=[flat.numel()]
+        )
+        self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=name)
+        key = 2 * bucket + tag
+        link = self._links[1 if tag == 0 and bucket in self._plan.slow else 0]
+        link.submit(key, payload, allreducible=True)
+        self._launched[key] = (flat, ctx, bucket)
+        self._compress_seconds += self.clock() - start
+
+    def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
+        assert self._optimizer is not None and self._plan is not None, "attach() and begin() first"
+        plan = self._plan
+        for bucket in sorted(self._new_sends):  # a bucket some of whose tensors got no gradient
+            self._send(self._future, bucket, tag=1)
+        waited = self.clock()
+        received: dict[int, Any] = {}
+        for link in self._links:
+            received.update(link.wait())
+        communicated = self.clock()
+        agreeing = self.collective.busy_seconds()
+        numel = selected_count = 0
+        for key, (flat, ctx, _) in self._launched.items():
+            summed, selected = combine(self.compressor, received[key], ctx, like=flat)
+            flat.copy_(summed)
+            numel += flat.numel()
+            selected_count += flat.numel() if selected is None else selected.numel()
+
+        newest_applied = plan.applied is not None and self._queues.iteration - 1 in plan.applied
+        if self._profile is not None:
+            self._observe(loss)
+        finished = self._current
+        if plan.renewed:  # the new gradient (with FUT) is now the one being synchronized
+            self._current, self._future = self._future, self._current
+        if plan.applied is not None:
+            self._apply(self._current if newest_applied else finished, len(plan.applied))
+        if plan.renewed:
+            self._future.flat.zero_()
+        updated = self.clock()
+
+        stats = SyncStats(
+            bytes_sent=0.0,
+            bytes_wire=0.0,
+            bytes_dense=self.buckets.total * self._params[0].element_size(),
+            density_setup=self.compressor.density,
+            density_actual=selected_count / numel if numel else self.compressor.density,
+            error_norm=self.feedback.norm(),
+            time_compress=self._compress_seconds - agreeing,
+            time_comm=communicated - waited + agreeing,
+            time_update=updated - communicated,
+            time_in_backward=self._in_backward_seconds,
+            time_in_forward=self._in_forward_seconds,
+            extra=self._step_metrics(plan),
+        )
+        for collective in (self.collective, *(link.collective for link in self._links)):
+            count = collective.take_bytes()
+            stats.bytes_sent += count.payload
+            stats.bytes_wire += count.wire
+        self._plan = None
+        if self._profile is not None:
+            self._after_profiled_step(step)
+        return stats
+
+    def _apply(self, gradient: _Gradient, merged: int) -> None:
+        assert self._optimizer is not None
+        divisor = self.collective.world_size * (merged if self.merge_reduction == "mean" else 1)
+        mean = gradient.flat / divisor
+        for i, param in enumerate(self._params):
+            param.grad = mean[self._offsets[i] : self._offsets[i + 1]].view_as(param)
+        self._optimizer.step()
+
+    def _step_metrics(self, plan: Step) -> dict[str, float]:
+        current = self._queues.current
+        return {
+            **self._metrics,
+            "sched/update_applied": float(plan.applied is not None),
+            "sched/merged_iters": float(current.merged if current is not None else 1),
+            "sched/delayed_buckets": float(len(current.unsent) if current is not None else 0),
+            **({"sched/second_link_buckets": float(len(plan.slow))} if self.links == 2 else {}),
+        }
+
+    # ---- profiling --------------------------------------------------------------------------
+    def _observe(self, loss: Tensor | None) -> None:
+        """The Preserver's samples: the averaged gradient's squared norm and how the workers'
+        gradients spread along it."""
+        profile = self._profile
+        assert profile is not None
+        n = self.collective.world_size
+        mean = self._future.flat / n  # this step's gradient, all-reduced (not yet swapped)
+        dot = float(mean.double() @ self._local.double())
+        total, squares, loss_sum = self.collective.reduce_metrics(
+            [dot, dot * dot, float(loss) if loss is not None else 0.0], device=mean.device
+        )
+        profile.norms.append(float(mean.double().square().sum()))
+        profile.spreads.append(max(squares / n - (total / n) ** 2, 0.0))
+        profile.loss = loss_sum / n
+
+    def _after_profiled_step(self, step: int) -> None:
+        profile, timer = self._profile, self._timer
+        assert profile is not None and timer is not None
+        forward = timer.take(self._forward_seconds)
+        if step > 0 or profile.steps:  # the first step pays for warm-up: leave it out
+            profile.forward = [a + b for a, b in zip(profile.forward, forward, strict=True)]
+            profile.backward = [
+                a + b for a, b in zip(profile.backward, self._ready_at, strict=True)
+            ]
+            profile.steps += 1
+        if profile.steps >= self.profile_steps:
+            self._plan_from_profile(profile)
+            timer.remove()
+            self._profile, self._timer = None, None
+            del self._local
+
+    def _plan_from_profile(self, profile: _Profile) -> None:
+        device = self._current.flat.device
+        steps = profile.steps
+        per_tensor = self.collective.reduce_metrics(
+            [v / steps for v in (*profile.forward, *profile.backward)], device=device, op="max"
+        )
+        forward, backward = per_tensor[: len(self._sizes)], per_tensor[len(self._sizes) :]
+        times = self._measure(self.buckets, forward, backward)
+        smallest_window = sum(times.forward) / (times.mu if self.links == 2 else 1.0)
+        refined = self.buckets.refine(times.comm, smallest_window)
+        if refined != self.buckets:
+            split = self._measure(refined, forward, backward)
+            # Latency-bound buckets do not get shorter when split: keep the split only if the
+            # longest communication did.
+            if max(split.comm) < max(times.comm):
+                times = split
+        decision = self._preserve(times, profile)
+        self._use_times(times, decision.capacity_scale)
+        self._metrics["sched/preserver_ratio"] = decision.ratio
+        if self.run_dir is not None and self.collective.rank == 0:
+            times.write(self.run_dir / PROFILE_FILE)
+        verdict = "passed" if decision.passed else f"outside 1 ± {self.epsilon}"
+        log.info(
+            f"deft: {len(self.buckets)} buckets, coverage rate {times.coverage_rate:.2f}, "
+            f"mu {times.mu:.2f}; preserver ratio {decision.ratio:.4f} {verdict} after "
+            f"{decision.retries} retries, capacity ×{decision.capacity_scale:.2f}"
+        )
+
+    def _measure(
+        self, buckets: Buckets, forward: Sequence[float], backward: Sequence[float]
+    ) -> BucketProfile:
+        """Per-bucket F and B from the per-tensor times; C by timing an all-reduce of each
+        bucket's size on the link (the slowest worker's)."""
+        sizes = [buckets.numel(b) for b in range(len(buckets))]
+        comm = self._time_all_reduces(self._links[0].collective, sizes)
+        mu = self.given_mu or PAPER_MU
+        if self.links == 2 and self.given_mu is None:
+            slow = self._time_all_reduces(self._links[1].collective, sizes)
+            mu = max(
+                1.0, statistics.median(s / f for s, f in zip(slow, comm, strict=True) if f > 0)
+            )
+        return BucketProfile(
+            bounds=buckets.bounds,
+            forward=tuple(buckets.spread(forward, self._sizes)),
+            backward=tuple(buckets.spread(backward, self._sizes)),
+            comm=tuple(comm),
+            mu=mu,
+        )
+
+    def _preserve(self, times: BucketProfile, profile: _Profile) -> Decision:
+        """How much the knapsacks are enlarged for the schedule to pass the Preserver."""
+        assert self._optimizer is not None
+        n = self.collective.world_size
+        # The walk in units of one worker's batch: only σ²/B matters, and Var(ḡ·g_w) = σ²/b.
+        walk = LossWalk(
+            mu=statistics.mean(profile.norms),
+            sigma=math.sqrt(statistics.mean(profile.spreads)),
+            eta=float(self._optimizer.param_groups[0]["lr"]),
+        )
+
+        def merged_for(scale: float) -> list[int]:
+            return update_sizes(self._queues_for(times, scale), PRESERVER_PERIOD)
+
+        if not self.delay:
+            return Decision(capacity_scale=1.0, ratio=1.0, retries=0, passed=True)
+        return preserve(
+            merged_for,
+            walk,
+            profile.loss,
+            n,
+            epsilon=self.epsilon,
+            retries=self.retries if self.use_preserver else 0,
+            iterations=PRESERVER_PERIOD,
+        )
+
+    def _time_all_reduces(
+        self, link: Collective, sizes: Sequence[int], repeats: int = 3
+    ) -> list[float]:
+        """Seconds to all-reduce each size on ``link``: the median of ``repeats`` after a
+        warm-up, the largest over workers. Equal sizes are timed once; the traffic is not
+        counted."""
+        device = self._current.flat.device
+        seconds: dict[int, float] = {}
+        for size in sorted(set(sizes)):
+            payload = (torch.zeros(size, device=device),)
+            seconds[size] = median_seconds(
+                lambda p=payload: link.all_reduce(p), repeats=repeats, clock=self.clock
+            )
+        link.take_bytes()
+        keys = sorted(seconds)
+        agreed = self.collective.reduce_metrics([seconds[k] for k in keys], device=device, op="max")
+        slowest = dict(zip(keys, agreed, strict=True))
+        return [slowest[s] for s in sizes]
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        queues = self._queues
+        return {
+            "feedback": self.feedback.state_dict(),
+            "times": asdict(self.times) if self.times is not None else None,
+            "capacity_scale": self._metrics.get("sched/capacity_scale", 1.0),
+            "preserver_ratio": self._metrics.get("sched/preserver_ratio"),
+            "queues": {
+                "iteration": queues.iteration,
+                "future": list(queues.future),
+                "current": None
+                if queues.current is None
+                else {
+                    "iterations": queues.current.iterations,
+                    "unsent": sorted(queues.current.unsent),
+                },
+            },
+            "current": self._current.flat.clone(),
+            "future": self._future.flat.clone(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        # A resumed job keeps its buckets and schedule (no new profiling), and what it had
+        # merged but not yet applied.
+        if state["times"] is not None:
+            self._use_times(BucketProfile.from_dict(state["times"]), state["capacity_scale"])
+            if state["preserver_ratio"] is not None:
+                self._metrics["sched/preserver_ratio"] = state["preserver_ratio"]
+            if self._timer is not None:
+                self._timer.remove()
+            self._profile, self._timer = None, None
+            q = state["queues"]
+            self._queues.iteration, self._queues.future = q["iteration"], list(q["future"])
+            if q["current"] is not None:
+                current = q["current"]
+                self._queues.current = Gradient(list(current["iterations"]), set(current["unsent"]))
+        self.feedback.load_state_dict(state["feedback"])
+        self._current.flat.copy_(state["current"])
+        self._future.flat.copy_(state["future"])
+
+
+def _name(bucket: int) -> str:
+    return f"bucket{bucket}"

@@ -1,0 +1,259 @@
+"""DeFT on real gloo ranks (SPECS §7.7): with delay off it trains exactly as WFBP and the flat
+all-reduce do; with unlimited windows it is SGD with one iteration of delay; with tight windows
+it applies, and only applies, the merged gradients its state machine says, over one link or two.
+A resumed job continues as if it had not stopped, and a profiled job plans the same schedule on
+every worker."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from gradsync.comm.collective import TorchCollective
+from gradsync.compressors.none import NoneCompressor
+from gradsync.feedback.none import NoneFeedback
+from gradsync.sync.allreduce import AllreduceSync
+from gradsync.sync.buckets import Buckets
+from gradsync.sync.deft import PROFILE_FILE, DeftSync
+from gradsync.sync.deft_queues import DeftQueues
+from gradsync.sync.wfbp import WfbpSync
+from tests.helpers.dist import run_world
+from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
+
+pytestmark = pytest.mark.dist
+
+STEPS = 12
+PARTITION = 100  # elements: the tiny model's 436 make 5 buckets
+
+
+def _components() -> dict:
+    return {
+        "compressor": NoneCompressor(),
+        "feedback": NoneFeedback(),
+        "collective": TorchCollective(),
+        "clock": time.perf_counter,
+    }
+
+
+def _sizes() -> list[int]:
+    return [p.numel() for p in tiny_model().parameters()][::-1]
+
+
+def _times(comm: float, window: float = 1e-3) -> dict:
+    """Buckets of PARTITION elements, each with the given communication time and windows of
+    ``window`` per bucket in forward and in backward."""
+    buckets = Buckets.partition(_sizes(), PARTITION)
+    n = len(buckets)
+    return {
+        "bounds": list(buckets.bounds),
+        "forward": [window] * n,
+        "backward": [window] * n,
+        "comm": [comm] * n,
+        "mu": 1.65,
+    }
+
+
+def _train(rank: int, world_size: int, make, *, stop_after: int | None = None) -> dict:
+    model = tiny_model()
+    data = tiny_data(STEPS, world_size)
+    opt = sgd(model)
+    sync = make()
+    sync.attach(model, opt)
+    extras = []
+    for step in range(STEPS):
+        if step == stop_after:  # a resumed job: new model, optimizer and scheduler
+            state = {
+                "model": model.state_dict(),
+                "opt": opt.state_dict(),
+                "sync": sync.state_dict(),
+            }
+            model, sync = tiny_model(), make()
+            model.load_state_dict(state["model"])
+            opt = sgd(model)
+            opt.load_state_dict(state["opt"])
+            sync.attach(model, opt)
+            sync.load_state_dict(state["sync"])
+        sync.begin(step=step)
+        loss = local_loss(model, data, step, rank, world_size)
+        loss.backward()
+        extras.append(sync.step(step=step, loss=loss.detach()).extra)
+        opt.zero_grad(set_to_none=True)
+    return {"params": [p.detach().clone() for p in model.parameters()], "extras": extras}
+
+
+def _replay(rank: int, world_size: int, times: dict, *, mean: bool, links: int) -> dict:
+    """The reference: every step's gradient all-reduced at once, kept, and applied as the state
+    machine's updates say (the mean or the sum over the merged iterations)."""
+    model = tiny_model()
+    data = tiny_data(STEPS, world_size)
+    opt = sgd(model)
+    collective = TorchCollective()
+    queues = DeftQueues(
+        comm=times["comm"],
+        backward=times["backward"],
+        forward_time=sum(times["forward"]),
+        backward_time=sum(times["backward"]),
+        mu=times["mu"] if links == 2 else None,
+    )
+    gradients: dict[int, torch.Tensor] = {}
+    for step in range(STEPS):
+        plan = queues.step()
+        local_loss(model, data, step, rank, world_size).backward()
+        (summed,) = collective.all_reduce(
+            (torch.cat([p.grad.reshape(-1) for p in model.parameters()]),)
+        )
+        gradients[step] = summed
+        opt.zero_grad(set_to_none=True)
+        if plan.applied is not None:
+            merged = sum(gradients.pop(i) for i in plan.applied)
+            merged = merged / (world_size * (len(plan.applied) if mean else 1))
+            offset = 0
+            for p in model.parameters():
+                p.grad = merged[offset : offset + p.numel()].view_as(p).clone()
+                offset += p.numel()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    return {"params": [p.detach().clone() for p in model.parameters()]}
+
+
+def _delayed_sgd(rank: int, world_size: int) -> dict:
+    """SGD that applies at the end of step t the averaged gradient of step t − 1."""
+    model = tiny_model()
+    data = tiny_data(STEPS, world_size)
+    opt = sgd(model)
+    collective = TorchCollective()
+    previous = None
+    for step in range(STEPS):
+        local_loss(model, data, step, rank, world_size).backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        opt.zero_grad(set_to_none=True)
+        for g in grads:
+            collective.all_reduce((g,))
+            g /= world_size
+        if previous is not None:
+            for p, g in zip(model.parameters(), previous, strict=True):
+                p.grad = g
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        previous = grads
+    return {"params": [p.detach().clone() for p in model.parameters()]}
+
+
+def _deft(**options):
+    return lambda: DeftSync(partition_size=PARTITION, **options, **_components())
+
+
+def _train_all(rank: int, world_size: int, root: str) -> dict:
+    files = {}
+    for name, comm in (("unlimited", 1e-9), ("tight", 2.5e-3)):
+        files[name] = Path(root) / f"{name}.json"
+        if rank == 0:
+            files[name].write_text(json.dumps(_times(comm)))
+    TorchCollective().all_reduce((torch.zeros(1),))  # the files exist before anyone reads them
+    tight = json.loads(files["tight"].read_text())
+    run_dir = Path(root) / f"run{rank}"
+    run_dir.mkdir(exist_ok=True)
+    results = {
+        "allreduce": _train(rank, world_size, lambda: AllreduceSync(**_components())),
+        "wfbp": _train(rank, world_size, lambda: WfbpSync(bucket_mb=1e-3, **_components())),
+        "no_delay": _train(rank, world_size, _deft(delay=False, profile_steps=2)),
+        "unlimited": _train(rank, world_size, _deft(times=str(files["unlimited"]))),
+        "delayed_sgd": _delayed_sgd(rank, world_size),
+        "tight": _train(rank, world_size, _deft(times=str(files["tight"]))),
+        "tight_replay": _replay(rank, world_size, tight, mean=True, links=1),
+        "tight_sum": _train(
+            rank, world_size, _deft(times=str(files["tight"]), merge_reduction="sum")
+        ),
+        "tight_sum_replay": _replay(rank, world_size, tight, mean=False, links=1),
+        "two_links": _train(rank, world_size, _deft(times=str(files["tight"]), links=2)),
+        "two_links_replay": _replay(rank, world_size, tight, mean=True, links=2),
+        "resumed": _train(rank, world_size, _deft(times=str(files["tight"])), stop_after=5),
+        "profiled": _train(
+            rank,
+            world_size,
+            lambda: DeftSync(
+                partition_size=PARTITION, profile_steps=2, run_dir=run_dir, **_components()
+            ),
+        ),
+    }
+    saved = run_dir / PROFILE_FILE
+    results["saved"] = json.loads(saved.read_text()) if saved.exists() else None
+    return results
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> list[dict]:
+    root = tmp_path_factory.mktemp("deft")
+    return run_world(_train_all, 2, root / "world", str(root))
+
+
+def _assert_same_params(ours: dict, reference: dict) -> None:
+    for mine, ref in zip(ours["params"], reference["params"], strict=True):
+        torch.testing.assert_close(mine, ref, rtol=0, atol=1e-12)
+
+
+def test_with_delay_off_deft_trains_as_wfbp_and_the_flat_allreduce(runs):
+    initial = list(tiny_model().parameters())
+    for rank in range(2):
+        flat = runs[rank]["allreduce"]
+        assert any(not torch.equal(a, b) for a, b in zip(flat["params"], initial, strict=True))
+        _assert_same_params(runs[rank]["wfbp"], flat)
+        _assert_same_params(runs[rank]["no_delay"], flat)
+        assert all(e["sched/update_applied"] == 1.0 for e in runs[rank]["no_delay"]["extras"])
+
+
+def test_with_unlimited_windows_deft_is_sgd_delayed_by_one_iteration(runs):
+    for rank in range(2):
+        _assert_same_params(runs[rank]["unlimited"], runs[rank]["delayed_sgd"])
+        applied = [e["sched/update_applied"] for e in runs[rank]["unlimited"]["extras"]]
+        assert applied == [0.0] + [1.0] * (STEPS - 1)
+
+
+@pytest.mark.parametrize(
+    ("case", "reference"),
+    [
+        ("tight", "tight_replay"),
+        ("tight_sum", "tight_sum_replay"),
+        ("two_links", "two_links_replay"),
+    ],
+)
+def test_tight_windows_apply_exactly_the_merged_updates_the_state_machine_plans(
+    runs, case, reference
+):
+    for rank in range(2):
+        _assert_same_params(runs[rank][case], runs[rank][reference])
+    extras = runs[0][case]["extras"]
+    assert extras == runs[1][case]["extras"]
+    if case == "two_links":  # the second link carried buckets, so fewer updates were delayed
+        assert sum(e["sched/second_link_buckets"] for e in extras) > 0
+        updates = [
+            sum(e["sched/update_applied"] for e in runs[0][c]["extras"]) for c in (case, "tight")
+        ]
+        assert updates[0] > updates[1]
+    else:
+        assert 0 in [e["sched/update_applied"] for e in extras]  # some steps did not update
+        assert max(e["sched/merged_iters"] for e in extras) > 1  # and gradients were merged
+
+
+def test_a_resumed_job_continues_its_schedule_and_merged_gradients(runs):
+    for rank in range(2):
+        _assert_same_params(runs[rank]["resumed"], runs[rank]["tight"])
+
+
+def test_a_profiled_job_plans_the_same_schedule_on_every_worker_and_saves_it(runs):
+    first, second = (runs[rank]["profiled"]["extras"] for rank in range(2))
+    planned = [e for e in first if "sched/coverage_rate" in e]
+    assert len(planned) == STEPS - 3  # warm-up step and two profiled steps first
+    keys = ("sched/buckets", "sched/coverage_rate", "sched/mu", "sched/capacity_scale")
+    for a, b in zip(first, second, strict=True):
+        assert {k: a.get(k) for k in keys} == {k: b.get(k) for k in keys}
+    ratio = planned[-1]["sched/preserver_ratio"]
+    assert 0.5 < ratio < 2
+    profile = runs[0]["saved"]
+    assert profile is not None and runs[1]["saved"] is None  # rank 0 saves it with the run
+    assert len(profile["comm"]) == planned[-1]["sched/buckets"] == len(profile["bounds"]) - 1
+    assert all(c > 0 for c in profile["comm"]) and all(b > 0 for b in profile["backward"])
