@@ -48,24 +48,27 @@ def _common(args: argparse.Namespace) -> list[str]:
     ]
 
 
-def _measured(run_dir: Path) -> tuple[float, float]:
-    """(mean time/iteration, mean updates per iteration) of the windows after SKIP_STEPS."""
+def _measured(run_dir: Path) -> tuple[float, float, float]:
+    """(mean time/iteration, mean updates per iteration, DeFT's capacity scale) of the
+    windows after SKIP_STEPS."""
     windows = [r for r in read_metrics(run_dir) if "time/iteration" in r and r["step"] > SKIP_STEPS]
     return (
         statistics.mean(r["time/iteration"] for r in windows),
         statistics.mean(r.get("sched/update_applied", 1.0) for r in windows),
+        windows[-1].get("sched/capacity_scale", 1.0),
     )
 
 
-def _predicted(profile: BucketProfile, schedule: str) -> simulator.Prediction:
+def _predicted(profile: BucketProfile, schedule: str, scale: float) -> simulator.Prediction:
     times = simulator.BucketTimes(profile.forward, profile.backward, profile.comm)
-    if schedule == "deft-2links":
-        return simulator.deft(times, mu=profile.mu)
+    if schedule.startswith("deft"):  # with the windows the Preserver chose
+        mu = profile.mu if schedule == "deft-2links" else None
+        return simulator.deft(times, mu=mu, capacity_scale=scale)
     return simulator.SCHEDULES[schedule](times)
 
 
 def table(args: argparse.Namespace) -> str:
-    measured: dict[str, tuple[float, float]] = {}
+    measured: dict[str, tuple[float, float, float]] = {}
     profiles: dict[str, BucketProfile] = {}
     with tempfile.TemporaryDirectory() as root:
         for name, (overrides, _) in SCHEMES.items():
@@ -85,10 +88,10 @@ def table(args: argparse.Namespace) -> str:
         "| predicted iteration (ms) | predicted samples/s | predicted updates/iteration |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, (seconds, updates) in measured.items():
+    for name, (seconds, updates, scale) in measured.items():
         schedule = SCHEMES[name][1]
         profile = two_links if schedule == "deft-2links" else one_link
-        p = _predicted(profile, schedule)
+        p = _predicted(profile, schedule, scale)
         lines.append(
             f"| {name} | {seconds * 1e3:.0f} | {samples / seconds:.1f} | {updates:.2f} "
             f"| {reference / seconds:.2f}x | {p.iteration * 1e3:.0f} "

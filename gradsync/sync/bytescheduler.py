@@ -191,11 +191,16 @@ class PrioritySync(SyncComponents):
         index = {id(p): i for i, p in enumerate(params)}
         for i, param in enumerate(params):
             param.register_post_accumulate_grad_hook(lambda _, i=i: self._on_gradient(i))
+        self._owned: dict[int, list[int]] = {}  # module id: the tensors its pre-hook applies
+        self._parent: dict[int, nn.Module] = {}
+        self._ran: set[int] | None = set()  # modules seen in the first forward pass
         for module in model.modules():
             # A tied parameter is listed by each of its modules: whichever runs first applies it.
             own = [index[id(p)] for p in module.parameters(recurse=False) if id(p) in index]
             if own:
-                module.register_forward_pre_hook(lambda *_, own=own: self._apply_in_forward(own))
+                self._owned[id(module)] = own
+            self._parent.update((id(child), module) for child in module.children())
+            module.register_forward_pre_hook(lambda module, _: self._on_module(module))
         model.register_forward_pre_hook(lambda *_: self._on_forward_start())
         model.register_forward_hook(lambda *_: self._on_forward_end())
         self._prepare(model)
@@ -268,10 +273,33 @@ class PrioritySync(SyncComponents):
             self._rounds.put(self._current)
         return self._current
 
+    def _on_module(self, module: nn.Module) -> None:
+        if self._ran is not None:
+            self._ran.add(id(module))
+        own = self._owned.get(id(module))
+        if own:
+            self._apply_in_forward(own)
+
+    def _adopt_orphans(self) -> None:
+        """After the first forward pass: parameters whose module never ran (used by a parent
+        directly, as ``nn.MultiheadAttention`` uses its ``out_proj``) are applied by the nearest
+        ancestor that did run, before the parent uses them."""
+        ran, self._ran = self._ran, None
+        assert ran is not None
+        for module_id, own in list(self._owned.items()):
+            ancestor = self._parent.get(module_id)
+            if module_id in ran or ancestor is None:
+                continue
+            while id(ancestor) not in ran and id(ancestor) in self._parent:
+                ancestor = self._parent[id(ancestor)]
+            self._owned[id(ancestor)] = [*self._owned.get(id(ancestor), []), *own]
+
     def _on_forward_start(self) -> None:
         self._forward_marks = (self.clock(), self._forward_marks[1])
 
     def _on_forward_end(self) -> None:
+        if self._ran is not None:
+            self._adopt_orphans()
         # Parameters whose modules did not run: they must be current before backward.
         pending = self._pending
         if pending is not None:

@@ -41,7 +41,7 @@ from gradsync.comm.collective import second_link_interface
 from gradsync.sync.base import SyncComponents
 from gradsync.sync.buckets import PARTITION_SIZE, Buckets, ForwardTimer
 from gradsync.sync.combine import combine
-from gradsync.sync.deft_queues import DeftQueues, Gradient, Step, update_sizes
+from gradsync.sync.deft_queues import DeftQueues, Gradient, Step, steady_period
 from gradsync.sync.exchanges import Exchanges
 from gradsync.sync.knapsack import DEFAULT_UNIT
 from gradsync.sync.preserver import EPSILON, MAX_RETRIES, Decision, LossWalk, preserve
@@ -51,8 +51,9 @@ from gradsync.types import Collective, SyncStats
 log = logging.getLogger("gradsync")
 
 PAPER_MU = 1.65  # NCCL over gloo for large tensors (paper); used when one link is measured
-PRESERVER_PERIOD = 20  # iterations of the schedule the Preserver looks at
+PRESERVER_HORIZON = 60  # iterations of the schedule run to find its steady period
 PROFILE_FILE = "deft_profile.json"
+SPLIT_OVERHEAD = 1.1  # a split is kept if it adds at most 10% to the total communication
 _MAX_TICKS = 20_000  # knapsack resolution: windows of at most this many time units
 
 
@@ -198,6 +199,11 @@ class DeftSync(SyncComponents):
         )
 
     def _use_times(self, times: BucketProfile, scale: float = 1.0) -> None:
+        if times.bounds[-1] != self._offsets[-1]:
+            raise ValueError(
+                f"the DeFT profile covers {times.bounds[-1]} gradient elements but this model "
+                f"has {self._offsets[-1]}: profile this model (leave scheduler.times unset)"
+            )
         self.times = times
         self._use_buckets(Buckets(times.bounds))
         self._queues = self._queues_for(times, scale)
@@ -407,11 +413,12 @@ class DeftSync(SyncComponents):
         refined = self.buckets.refine(times.comm, smallest_window)
         if refined != self.buckets:
             split = self._measure(refined, forward, backward)
-            # Latency-bound buckets do not get shorter when split: keep the split only if the
-            # longest communication did.
-            if max(split.comm) < max(times.comm):
+            # Every piece pays a start-up: where that is most of a bucket's time (a small
+            # model, latency-bound), splitting adds communication instead of fitting it in.
+            if sum(split.comm) <= SPLIT_OVERHEAD * sum(times.comm):
                 times = split
-        decision = self._preserve(times, profile)
+        walk = self._walk(profile)
+        decision = self._preserve(times, walk, profile.loss)
         self._use_times(times, decision.capacity_scale)
         self._metrics["sched/preserver_ratio"] = decision.ratio
         if self.run_dir is not None and self.collective.rank == 0:
@@ -420,7 +427,8 @@ class DeftSync(SyncComponents):
         log.info(
             f"deft: {len(self.buckets)} buckets, coverage rate {times.coverage_rate:.2f}, "
             f"mu {times.mu:.2f}; preserver ratio {decision.ratio:.4f} {verdict} after "
-            f"{decision.retries} retries, capacity ×{decision.capacity_scale:.2f}"
+            f"{decision.retries} retries, capacity ×{decision.capacity_scale:.2f} (loss walk "
+            f"from loss {profile.loss:.4g}: ‖g‖² {walk.mu:.4g}, σ {walk.sigma:.4g}, η {walk.eta:g})"
         )
 
     def _measure(
@@ -444,30 +452,32 @@ class DeftSync(SyncComponents):
             mu=mu,
         )
 
-    def _preserve(self, times: BucketProfile, profile: _Profile) -> Decision:
-        """How much the knapsacks are enlarged for the schedule to pass the Preserver."""
+    def _walk(self, profile: _Profile) -> LossWalk:
+        """The loss walk in units of one worker's batch: only σ²/B matters, and
+        Var(ḡ·g_w) = σ²/b."""
         assert self._optimizer is not None
-        n = self.collective.world_size
-        # The walk in units of one worker's batch: only σ²/B matters, and Var(ḡ·g_w) = σ²/b.
-        walk = LossWalk(
+        return LossWalk(
             mu=statistics.mean(profile.norms),
             sigma=math.sqrt(statistics.mean(profile.spreads)),
             eta=float(self._optimizer.param_groups[0]["lr"]),
         )
 
-        def merged_for(scale: float) -> list[int]:
-            return update_sizes(self._queues_for(times, scale), PRESERVER_PERIOD)
+    def _preserve(self, times: BucketProfile, walk: LossWalk, loss: float) -> Decision:
+        """How much the knapsacks are enlarged for the schedule to pass the Preserver."""
+        n = self.collective.world_size
+
+        def schedule_for(scale: float) -> tuple[list[int], int]:
+            return steady_period(self._queues_for(times, scale), PRESERVER_HORIZON)
 
         if not self.delay:
             return Decision(capacity_scale=1.0, ratio=1.0, retries=0, passed=True)
         return preserve(
-            merged_for,
+            schedule_for,
             walk,
-            profile.loss,
+            loss,
             n,
             epsilon=self.epsilon,
             retries=self.retries if self.use_preserver else 0,
-            iterations=PRESERVER_PERIOD,
         )
 
     def _time_all_reduces(

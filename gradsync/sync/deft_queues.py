@@ -196,17 +196,36 @@ class DeftQueues:
         return Step(forward_sends, taken, sends, applied, renewed=True, slow=slow)
 
 
-def update_sizes(queues: DeftQueues, iterations: int) -> list[int]:
-    """k of every update applied in the next ``iterations`` steps of ``queues`` (which is left
-    as it is): the variable batch sizes, in iterations, that the Preserver compares."""
+def _updates(queues: DeftQueues, iterations: int) -> list[tuple[int, int]]:
+    """(iteration, k) of every update applied in the next ``iterations`` steps of ``queues``
+    (which is left as it is)."""
     if iterations < 0:
         raise ValueError(f"iterations must be >= 0, got {iterations}")
     run = copy.copy(queues)  # shares the memo: its solutions do not depend on the state
     run.current = copy.deepcopy(queues.current)
     run.future = list(queues.future)
-    sizes = []
-    for _ in range(iterations):
+    updates = []
+    for t in range(iterations):
         applied = run.step().applied
         if applied is not None:
-            sizes.append(len(applied))
-    return sizes
+            updates.append((t, len(applied)))
+    return updates
+
+
+def update_sizes(queues: DeftQueues, iterations: int) -> list[int]:
+    """k of every update applied in the next ``iterations`` steps of ``queues`` (which is left
+    as it is): the variable batch sizes, in iterations, that the Preserver compares."""
+    return [k for _, k in _updates(queues, iterations)]
+
+
+def steady_period(queues: DeftQueues, iterations: int = 60) -> tuple[list[int], int]:
+    """One period of the schedule once its queues have filled: (k of each update in it, the
+    iterations it spans). The first half of ``iterations`` is left out; the period is the
+    shortest run of k that repeats through the second half. A schedule that applies nothing
+    there gives no updates over the half it ran."""
+    half = iterations // 2
+    tail = [k for t, k in _updates(queues, iterations) if t >= half]
+    for length in range(1, len(tail) + 1):
+        if all(tail[i] == tail[i + length] for i in range(len(tail) - length)):
+            return tail[:length], sum(tail[:length])
+    return [], iterations - half

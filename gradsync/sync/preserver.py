@@ -82,20 +82,21 @@ class Decision:
 
 
 def preserve(
-    merged_for: Callable[[float], Sequence[int]],
+    schedule_for: Callable[[float], tuple[Sequence[int], int]],
     walk: LossWalk,
     start: float,
     batch: int,
     *,
     epsilon: float = EPSILON,
     retries: int = MAX_RETRIES,
-    iterations: int | None = None,
 ) -> Decision:
     """Enlarge the capacities (×1.1 a retry, at most ``retries`` times) until the schedule that
-    ``merged_for(scale)`` produces passes the 1 ± ε test; the last try is kept if none does."""
+    ``schedule_for(scale)`` gives, (k of each update, iterations they span), passes the 1 ± ε
+    test; the last try is kept if none does."""
     scale = 1.0
     for attempt in range(retries + 1):
-        ratio = preserver_ratio(walk, start, merged_for(scale), batch, iterations)
+        merged, iterations = schedule_for(scale)
+        ratio = preserver_ratio(walk, start, merged, batch, iterations)
         if passes(ratio, epsilon) or attempt == retries:
             return Decision(scale, ratio, attempt, passes(ratio, epsilon))
         scale *= ENLARGE

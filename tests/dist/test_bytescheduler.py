@@ -6,6 +6,7 @@ when their gradients are ready at different times, and a failing send must reach
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -83,9 +84,10 @@ def _train(
     slow_rank: int | None = None,
     flush_at: int | None = None,
     collective: Any = None,
+    make_model: Callable[[], nn.Module] = _model,
 ) -> dict:
     """The training loop's order of calls, with a learning rate that changes every step."""
-    model = _model()
+    model = make_model()
     gen = torch.Generator().manual_seed(1)
     n = STEPS * PER_WORKER * world_size
     x = torch.randn(n, 10, generator=gen, dtype=torch.float64)
@@ -325,6 +327,34 @@ def test_one_worker_trains_like_the_flat_allreduce():
     pairs = zip(results["allreduce"]["params"], results["bytescheduler"]["params"], strict=True)
     for ref, mine in pairs:
         torch.testing.assert_close(mine, ref, rtol=0, atol=1e-12)
+
+
+class _Attention(nn.Module):
+    """``nn.MultiheadAttention`` uses its ``out_proj`` without calling it: that module's own
+    pre-hook never fires."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.attention = nn.MultiheadAttention(10, 2, batch_first=True)
+        self.head = nn.Linear(10, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = x.view(x.shape[0], 1, 10)
+        return self.head(self.attention(tokens, tokens, tokens)[0].squeeze(1))
+
+
+def test_parameters_a_parent_module_uses_directly_are_updated_before_that_use():
+    torch.set_num_threads(1)
+    solo = {"collective": SoloCollective(), "make_model": lambda: _Attention().double()}
+    results = {
+        name: _train(0, 1, name, "none", options, **solo)
+        for name, options in [("allreduce", {}), ("bytescheduler", {"partition_size": 30})]
+    }
+    pairs = zip(results["allreduce"]["params"], results["bytescheduler"]["params"], strict=True)
+    for ref, mine in pairs:
+        torch.testing.assert_close(mine, ref, rtol=0, atol=1e-12)
+    assert all(e["sched/late_updates"] == 0 for e in results["bytescheduler"]["extras"])
 
 
 def test_the_overlap_rule_grows_partitions_while_the_forward_pass_hides_them():

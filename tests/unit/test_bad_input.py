@@ -66,6 +66,7 @@ CASES = [
         "unknown scheduler.merge_reduction 'max'; valid: mean, sum",
     ),
     (["scheduler=deft", "scheduler.mu=0.5"], "scheduler.mu must be >= 1"),
+    (["scheduler=deft", "scheduler.times=nope.json"], "scheduler.times: no file 'nope.json'"),
     (["scheduler=deft", "compressor=terngrad"], "scheduler=deft all-reduces, but compressor="),
     (
         ["runner=netem", "runner.bandwidth=fast"],

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from gradsync.sync import deft_queues
-from gradsync.sync.deft_queues import DeftQueues, Step, update_sizes
+from gradsync.sync.deft_queues import DeftQueues, Step, steady_period, update_sizes
 
 
 def _run(queues: DeftQueues, iterations: int) -> tuple[dict, list[list[int]]]:
@@ -244,3 +244,13 @@ def test_the_same_buckets_in_a_different_window_are_solved_again():
                         backward_time=12.0)  # fmt: skip
     assert queues.step().backward_sends_new == [0]
     assert queues.step() == Step([], [1, 2], [], [0], renewed=True)
+
+
+def test_the_steady_period_of_a_schedule_is_its_repeating_run_of_updates():
+    unlimited = DeftQueues(comm=[1e-6] * 3, backward=[1.0] * 3, forward_time=3.0, backward_time=3.0)
+    assert steady_period(unlimited) == ([1], 1)  # one update per iteration
+    tight = DeftQueues(comm=[2.0] * 3, backward=[1.0] * 3, forward_time=3.0, backward_time=3.0)
+    merged, iterations = steady_period(tight)
+    assert merged and sum(merged) == iterations and max(merged) > 1
+    full = update_sizes(tight, 60)
+    assert full[-len(merged) :] == merged or full[-2 * len(merged) : -len(merged)] == merged

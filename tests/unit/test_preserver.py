@@ -38,18 +38,18 @@ def test_merging_iterations_moves_the_ratio_away_from_one():
 def test_capacities_grow_until_the_schedule_passes():
     scales = []
 
-    def merged_for(scale: float) -> list[int]:
+    def schedule_for(scale: float) -> tuple[list[int], int]:
         scales.append(scale)
-        return [1, 1, 1, 1] if scale > 1.3 else [4]
+        return ([1, 1, 1, 1] if scale > 1.3 else [4]), 4
 
-    decision = preserve(merged_for, WALK, 2.0, 64)
+    decision = preserve(schedule_for, WALK, 2.0, 64)
     assert decision.passed and decision.ratio == 1.0
     assert decision.retries == 3 and decision.capacity_scale == pytest.approx(1.1**3)
     assert scales == pytest.approx([1.0, 1.1, 1.21, 1.331])
 
 
 def test_the_preserver_gives_up_after_ten_retries():
-    decision = preserve(lambda scale: [4], WALK, 2.0, 64)
+    decision = preserve(lambda scale: ([4], 4), WALK, 2.0, 64)
     assert not decision.passed and decision.retries == 10
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from gradsync.config.schema import require
@@ -57,6 +58,10 @@ class DeftSchedulerConfig:
         require(
             self.profile_steps >= 1,
             f"scheduler.profile_steps must be >= 1, got {self.profile_steps}",
+        )
+        require(
+            self.times is None or Path(self.times).is_file(),
+            f"scheduler.times: no file {self.times!r} (a deft_profile.json a run saved)",
         )
         require(0 < self.epsilon < 1, f"scheduler.epsilon must be in (0, 1), got {self.epsilon}")
         require(
