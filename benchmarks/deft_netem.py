@@ -15,7 +15,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from benchmarks.measure import run_job
+from benchmarks.measure import add_netem_job_arguments, run_job
 from benchmarks.report import Part, add_part_arguments, run_parts
 from gradsync.metrics.summary import read_metrics
 from gradsync.sync import simulator
@@ -102,9 +102,7 @@ def table(args: argparse.Namespace) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--model", default="resnet18")
-    parser.add_argument("--batch-size", type=int, default=8)
+    add_netem_job_arguments(parser)
     parser.add_argument("--bandwidth", default="500mbit")
     parser.add_argument("--second-bandwidth", default="300mbit")
     parser.add_argument("--steps", type=int, default=32)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 import sys
@@ -54,3 +55,10 @@ def run_job(overrides: list[str], run_dir: Path) -> Path:
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
     return run_dir
+
+
+def add_netem_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The job the shaped-network benchmarks train: workers, model, batch per worker."""
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--batch-size", type=int, default=8)

@@ -11,12 +11,12 @@ otherwise, as an all-gather ring over ``trainer.workers``.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync.config.compose import ConfigError, compose_jobs
+from gradsync.job_command import print_or_fail, wants_help
 
 USAGE = "usage: gradsync plan [scheduler=omgs] [model=...] [key=value ...]"
 HOP_LATENCY_S = 5e-5  # one message's start-up on a local network
@@ -103,19 +103,16 @@ def plan(cfg: DictConfig) -> str:
     return "\n".join(lines)
 
 
+def _plan(args: list[str]) -> str:
+    (cfg,) = compose_jobs(args, multirun=False, launcher_here=False)
+    if OmegaConf.select(cfg, "scheduler.rule") is None:
+        raise ConfigError(
+            "gradsync plan compares the merge rules of scheduler=omgs; add scheduler=omgs"
+        )
+    return plan(cfg)
+
+
 def main(args: list[str]) -> int:
-    if any(a in ("-h", "--help") for a in args):
-        print(USAGE)
-        print(__doc__.split("\n\n", 1)[1].rstrip())
+    if wants_help(args, USAGE, __doc__):
         return 0
-    try:
-        (cfg,) = compose_jobs(args, multirun=False, launcher_here=False)
-        if OmegaConf.select(cfg, "scheduler.rule") is None:
-            raise ConfigError(
-                "gradsync plan compares the merge rules of scheduler=omgs; add scheduler=omgs"
-            )
-        print(plan(cfg))
-    except (ConfigError, FileNotFoundError, KeyError) as exc:
-        print(f"gradsync: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return print_or_fail(lambda: _plan(args))

@@ -15,7 +15,6 @@ when unset). For DeFT, buckets too long for the forward window are split first, 
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync.config.compose import ConfigError, compose_jobs
+from gradsync.job_command import print_or_fail, wants_help
 
 if TYPE_CHECKING:  # torch is imported only once a simulation runs
     from gradsync.sync.buckets import Buckets
@@ -243,18 +243,15 @@ def _parse(args: list[str]) -> tuple[list[str], Path | None]:
     return overrides, timeline
 
 
+def _simulate(args: list[str]) -> str:
+    overrides, timeline = _parse(args)
+    (cfg,) = compose_jobs(overrides, multirun=False, launcher_here=False)
+    if OmegaConf.select(cfg, "trainer.workers") is None:
+        raise ConfigError("trainer.workers is not set")
+    return simulate(cfg, timeline)
+
+
 def main(args: list[str]) -> int:
-    if any(a in ("-h", "--help") for a in args):
-        print(USAGE)
-        print(__doc__.split("\n\n", 1)[1].rstrip())
+    if wants_help(args, USAGE, __doc__):
         return 0
-    try:
-        overrides, timeline = _parse(args)
-        (cfg,) = compose_jobs(overrides, multirun=False, launcher_here=False)
-        if OmegaConf.select(cfg, "trainer.workers") is None:
-            raise ConfigError("trainer.workers is not set")
-        print(simulate(cfg, timeline))
-    except (ConfigError, FileNotFoundError, KeyError) as exc:
-        print(f"gradsync: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return print_or_fail(lambda: _simulate(args))

@@ -54,11 +54,9 @@ class AllreduceSync(SyncComponents):
         assert self._optimizer is not None, "attach() before step()"
         start = self.clock()
         flat = self._flat_grad()
-        compensated = self.feedback.compensate(flat, name=_FLAT)
-        payload, ctx = self.compressor.compress(
-            compensated, name=_FLAT, step=step, epoch=epoch, sizes=self._sizes
+        payload, ctx = self.compress_with_feedback(
+            flat, name=_FLAT, step=step, epoch=epoch, sizes=self._sizes
         )
-        self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=_FLAT)
         compressed = self.clock()
         # Time a compressor spent talking while it selected (index exchange) is communication.
         agreeing = self.collective.busy_seconds()

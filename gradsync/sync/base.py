@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from gradsync.types import Collective, Compressor, ErrorFeedback
+from torch import Tensor
+
+from gradsync.types import Collective, Compressor, ErrorFeedback, Payload
 
 
 class SyncComponents:
@@ -29,3 +32,16 @@ class SyncComponents:
 
     def flush(self) -> None:
         """Nothing is left in flight after ``step`` unless a scheduler says otherwise."""
+
+    def compress_with_feedback(
+        self, flat: Tensor, *, name: str, step: int, epoch: int, **layout: Any
+    ) -> tuple[Payload, Any]:
+        """Compensate ``flat`` with its error-feedback residual, compress it, and keep what the
+        compression left out as the new residual. ``layout``: ``sizes`` and ``tensors_after``
+        as the compressor takes them."""
+        compensated = self.feedback.compensate(flat, name=name)
+        payload, ctx = self.compressor.compress(
+            compensated, name=name, step=step, epoch=epoch, **layout
+        )
+        self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=name)
+        return payload, ctx

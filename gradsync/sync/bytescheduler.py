@@ -342,16 +342,14 @@ class PrioritySync(SyncComponents):
         start = self.clock()
         layout, name = r.layout, _name(bucket)
         part = r.flat[layout.buckets.slice(bucket)]
-        compensated = self.feedback.compensate(part, name=name)
-        payload, ctx = self.compressor.compress(
-            compensated,
+        payload, ctx = self.compress_with_feedback(
+            part,
             name=name,
             step=r.step,
             epoch=r.epoch,
             sizes=layout.pieces[bucket],  # the pieces as laid out in the partition
             tensors_after=layout.after[bucket],
         )
-        self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=name)
         r.payloads[bucket], r.ctxs[bucket] = payload, ctx
         selected = self.compressor.selected(payload, ctx)
         self._selected += part.numel() if selected is None else selected.numel()

@@ -287,11 +287,9 @@ class DeftSync(SyncComponents):
         if self._profile is not None:
             self._local[self.buckets.slice(bucket)] = flat
         name = _name(bucket)
-        compensated = self.feedback.compensate(flat, name=name)
-        payload, ctx = self.compressor.compress(
-            compensated, name=name, step=self._step, epoch=self._epoch, sizes=[flat.numel()]
+        payload, ctx = self.compress_with_feedback(
+            flat, name=name, step=self._step, epoch=self._epoch, sizes=[flat.numel()]
         )
-        self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=name)
         key = 2 * bucket + tag
         link = self._links[1 if tag == 0 and bucket in self._plan.slow else 0]
         link.submit(key, payload, allreducible=True)

@@ -178,16 +178,14 @@ class PipelinedSync(SyncComponents):
         members = _model_order(self._groups[group])
         flat = torch.cat([_grad_of(self._params[i]) for i in members])
         name = _name(group)
-        compensated = self.feedback.compensate(flat, name=name)
-        payload, ctx = self.compressor.compress(
-            compensated,
+        payload, ctx = self.compress_with_feedback(
+            flat,
             name=name,
             step=self._step,
             epoch=self._epoch,
             sizes=[self._params[i].numel() for i in members],
             tensors_after=min(members),  # backward index = tensors after it in the model
         )
-        self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=name)
         self._link.submit(group, payload, allreducible=self.compressor.allreducible)
         self._launched[group] = (ctx, flat)
         seconds = self.clock() - start
