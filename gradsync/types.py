@@ -76,6 +76,10 @@ class Collective(Protocol):
     rank: int
     world_size: int
 
+    def barrier(self) -> None:
+        """Wait until every worker of this group gets here."""
+        ...
+
     def fork(self, *, interface: str | None = None) -> Collective:
         """The same workers over a process group of their own (for another thread); with
         ``interface``, one that talks over that network interface (a second link)."""
@@ -136,6 +140,11 @@ class SyncStats:
 
 class SyncModel(Protocol):
     """Owns the exchange of gradients and the parameter update for one strategy."""
+
+    workers_in_lockstep: bool
+    """Every step involves every worker. False (asynchronous parameter servers): logged metrics
+    are this worker's own, since reducing them over workers would make them wait for each
+    other."""
 
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None: ...
 

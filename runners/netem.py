@@ -33,6 +33,7 @@ class NetemRunner(LocalRunner):
         self,
         *,
         workers: int,
+        colocated: int = 0,
         bandwidth: str = "1gbit",
         second_bandwidth: str | None = None,
         burst: str = "256kb",
@@ -40,6 +41,9 @@ class NetemRunner(LocalRunner):
         grace_period_s: float = 3.0,
     ) -> None:
         super().__init__(workers=workers, grace_period_s=grace_period_s)
+        # The last ``colocated`` ranks (parameter servers beside worker 0) share rank 0's
+        # namespace, and so its link.
+        self.hosts = workers - colocated
         self.bandwidth, self.second_bandwidth = bandwidth, second_bandwidth
         self.burst, self.queue_ms = burst, queue_ms
         self._network: ShapedNetwork | None = None
@@ -47,7 +51,7 @@ class NetemRunner(LocalRunner):
     def run(self, launch: Launch) -> None:
         # Torn down on every way out: success, worker failure, Ctrl-C.
         with ShapedNetwork(
-            workers=self.workers,
+            workers=self.hosts,
             rate=self.bandwidth,
             second_rate=self.second_bandwidth,
             burst=self.burst,
@@ -61,8 +65,11 @@ class NetemRunner(LocalRunner):
 
     def _command(self, launch: Launch, rank: int) -> list[str]:
         assert self._network is not None
-        return self._network.command(rank, launch.argv)
+        return self._network.command(self._host(rank), launch.argv)
+
+    def _host(self, rank: int) -> int:
+        return rank if rank < self.hosts else 0
 
     def _network_env(self, rank: int) -> dict[str, str]:
         assert self._network is not None
-        return worker_env(self._network, rank)
+        return worker_env(self._network, self._host(rank))

@@ -85,6 +85,9 @@ class TorchCollective:
         self.clock = clock
         self._count = ByteCount()
 
+    def barrier(self) -> None:
+        dist.barrier(group=self.group)
+
     def fork(self, *, interface: str | None = None) -> TorchCollective:
         """The same workers over a new process group of their own, for collectives issued from
         another thread (a pipelined scheduler's communication thread): calls on different groups

@@ -19,6 +19,9 @@ class SoloCollective:
     rank = 0
     world_size = 1
 
+    def barrier(self) -> None:
+        return None  # alone: nobody to wait for
+
     def fork(self, *, interface: str | None = None) -> SoloCollective:
         # Nothing goes on any wire, so the interface changes nothing.
         return SoloCollective()

@@ -147,6 +147,30 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True) -> None:
     _check_model_fits_dataset(typed)
     _check_dataset(typed)
     _check_scheduler_fits_compressor(cfg, typed)
+    _check_parameter_server(cfg, typed)
+
+
+def _check_parameter_server(cfg: DictConfig, typed: TrainConfig) -> None:
+    """What the parameter-server schedulers do not take (yet): compressed pushes, resuming
+    (the servers' optimizer state is not checkpointed)."""
+    if not getattr(typed.scheduler, "parameter_server", False):
+        return
+    compressor = str(cfg.compressor._target_).split(".")[-2]
+    if cfg.scheduler.protocol == "osp" and compressor != "none":
+        raise ConfigError(
+            "scheduler=osp synchronizes dense layers (its importance split and corrections "
+            f"are per layer); compressor={compressor} is not supported with it: use "
+            "compressor=none, or ps_bsp/asp/ssp, which push compressed gradients"
+        )
+    if cfg.scheduler.protocol == "osp" and typed.trainer.servers != 1:
+        raise ConfigError(
+            f"scheduler=osp runs one parameter server, got trainer.servers={typed.trainer.servers}"
+        )
+    if typed.trainer.resume is not None:
+        raise ConfigError(
+            "the parameter-server schedulers (ps_bsp, asp, ssp, osp) cannot resume: the servers' "
+            "optimizer state is not checkpointed; start a new run"
+        )
 
 
 def _check_known_keys(node: DictConfig, path: str) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
+from omegaconf import II, MISSING, OmegaConf
 
 
 class Device(Enum):
@@ -79,9 +79,21 @@ class TrainerConfig:
     comm_timeout_s: int = 120
     """A collective that gets no reply from a peer for this long fails the job (a worker that
     hangs or died inside a collective), instead of waiting forever."""
+    servers: int = 1
+    """Parameter-server processes, started besides the workers when the scheduler uses a
+    parameter server (ps_bsp, asp, ssp); they hold the global model and aggregate."""
+    colocate_server: bool = False
+    """Run the servers on worker 0's host (under runner=netem: in its network namespace, so
+    they share its link) instead of on hosts of their own."""
+    processes: int = II(
+        "gradsync.processes:${trainer.workers},${trainer.servers},"
+        "${oc.select:scheduler.parameter_server,false}"
+    )
+    """Processes a runner starts: the workers, then the servers (ranks workers..). Derived."""
 
     def __post_init__(self) -> None:
         require(self.workers >= 1, f"trainer.workers must be >= 1, got {self.workers}")
+        require(self.servers >= 1, f"trainer.servers must be >= 1, got {self.servers}")
         require(self.epochs >= 1, f"trainer.epochs must be >= 1, got {self.epochs}")
         require(
             self.max_steps is None or self.max_steps >= 1,
@@ -182,11 +194,21 @@ def _per_node(workers: int, nodes: int) -> int:
     return int(workers) // int(nodes)
 
 
+def _processes(workers: int, servers: int, parameter_server: bool) -> int:
+    return int(workers) + (int(servers) if parameter_server else 0)
+
+
+def _colocated(servers: int, colocate: bool, parameter_server: bool) -> int:
+    return int(servers) if parameter_server and colocate else 0
+
+
 def register_schemas() -> None:
     """Store every schema in Hydra's ConfigStore under ``schema/<group>/<option>``, and the
     resolvers configs use."""
     # Tasks per node of a multi-node job: ${gradsync.per_node:${trainer.workers},${runner.nodes}}
     OmegaConf.register_new_resolver("gradsync.per_node", _per_node, replace=True)
+    OmegaConf.register_new_resolver("gradsync.processes", _processes, replace=True)
+    OmegaConf.register_new_resolver("gradsync.colocated", _colocated, replace=True)
     store = ConfigStore.instance()
     store.store(name="schema_train", node=TrainConfig)
     for group, options in _collect_schemas().items():

@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from torch import Tensor
+from torch.optim import Optimizer
 
 from gradsync.types import Collective, Compressor, ErrorFeedback, Payload
 
 
 class SyncComponents:
+    workers_in_lockstep = True
+
     def __init__(
         self,
         *,
@@ -45,3 +48,9 @@ class SyncComponents:
         )
         self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=name)
         return payload, ctx
+
+
+def mark_stepped(optimizer: Optimizer) -> None:
+    """The update was made elsewhere (by a parameter server, or layer by layer in the next
+    forward pass): tell the LR scheduler, which otherwise warns that the optimizer was skipped."""
+    optimizer._opt_called = True  # type: ignore[attr-defined]

@@ -48,7 +48,7 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from gradsync.sync.base import SyncComponents
+from gradsync.sync.base import SyncComponents, mark_stepped
 from gradsync.sync.buckets import Buckets
 from gradsync.types import Collective, Payload, SyncStats
 
@@ -376,7 +376,7 @@ class PrioritySync(SyncComponents):
             param.grad = None  # kept in the round; set again per module when it is applied
         # The update is deferred but uses this step's learning rate (kept in r.hyper): tell
         # the LR scheduler the optimizer has been stepped, or it warns that it has skipped one.
-        self._optimizer._opt_called = True  # type: ignore[attr-defined]
+        mark_stepped(self._optimizer)
         self._current = None
         if self._pending is not None:  # a forward pass that reached no module
             self._apply(range(len(self._params)))

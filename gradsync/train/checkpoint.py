@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -57,9 +58,9 @@ def save(
     position: Position,
     common: dict[str, Any],
     local: dict[str, Any],
+    barrier: Callable[[], None],
 ) -> None:
     import torch  # imported here: the launcher resolves checkpoint paths without torch
-    import torch.distributed as dist
 
     root = run_dir / "checkpoints"
     name = f"step_{position.step:08d}"
@@ -70,8 +71,7 @@ def save(
         torch.save({**common, "position": asdict(position)}, target / "common.pt")
         meta = {"world_size": world_size, **asdict(position)}
         (target / "meta.json").write_text(json.dumps(meta))
-    if dist.is_initialized():
-        dist.barrier()
+    barrier()  # every worker's file is written before "latest" moves
     if rank == 0:
         tmp = root / f".{LATEST}.tmp"
         tmp.write_text(name)

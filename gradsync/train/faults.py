@@ -1,5 +1,6 @@
-"""Deliberate failures for testing how a job dies, ``GRADSYNC_FAULT=rank:step[:hang]``, and
-the one-line form of a collective timeout.
+"""Deliberate failures for testing how a job dies, ``GRADSYNC_FAULT=rank:step[:hang]``, a
+deliberate straggler, ``GRADSYNC_SLOW=rank:seconds`` (that rank takes that much longer every
+step), and the one-line form of a collective timeout.
 
 Rank ``rank`` raises at optimizer step ``step`` (with ``:hang``, it stops responding instead,
 like a worker stuck outside a collective its peers are waiting in). Used by the tests of
@@ -34,17 +35,25 @@ def as_comm_timeout(exc: BaseException, timeout_s: int) -> CommTimeout | None:
 
 
 class FaultPlan:
-    def __init__(self, *, rank: int, spec: str | None = None) -> None:
+    def __init__(self, *, rank: int, spec: str | None = None, slow_spec: str | None = None) -> None:
         spec = os.environ.get("GRADSYNC_FAULT") if spec is None else spec
+        slow_spec = os.environ.get("GRADSYNC_SLOW") if slow_spec is None else slow_spec
         self.step: int | None = None
         self.hang = False
+        self.delay_s = 0.0
         if spec:
             fault_rank, fault_step, *mode = spec.split(":")
             if int(fault_rank) == rank:
                 self.step = int(fault_step)
                 self.hang = mode == ["hang"]
+        if slow_spec:  # a straggler: rank:seconds of extra time every step
+            slow_rank, seconds = slow_spec.split(":")
+            if int(slow_rank) == rank:
+                self.delay_s = float(seconds)
 
     def check(self, step: int) -> None:
+        if self.delay_s:
+            time.sleep(self.delay_s)
         if self.step is None or step != self.step:
             return
         if self.hang:

@@ -167,6 +167,8 @@ class Trainer:
 
     # ---- metrics --------------------------------------------------------------------------
     def _mean_over_workers(self, values: dict[str, float]) -> dict[str, float]:
+        if not self.sync.workers_in_lockstep:
+            return dict(values)  # a collective here would make the workers wait for each other
         keys = sorted(values)
         sums = self.collective.reduce_metrics([values[k] for k in keys], device=self.device)
         n = self.collective.world_size
@@ -176,6 +178,8 @@ class Trainer:
         """Mean over the window's steps of the largest per-step value on any worker: the worker
         everyone waits for (a CLT-k leader, DEFT's busiest bin)."""
         per_step = self.window.series(key)
+        if not self.sync.workers_in_lockstep:
+            return sum(per_step) / len(per_step)  # this worker's own
         maxima = self.collective.reduce_metrics(per_step, device=self.device, op="max")
         return sum(maxima) / len(maxima)
 
@@ -227,6 +231,7 @@ class Trainer:
                 "lr_scheduler": self.lr_scheduler.state_dict(),
             },
             local={"sync": self.sync.state_dict(), "rng": torch.get_rng_state()},
+            barrier=self.collective.barrier,
         )
 
     def restore(self, path: Path) -> None:

@@ -29,6 +29,9 @@ from gradsync.comm.probe import allreduce_mbit, probe_bytes
 from gradsync.data.sharding import ShardedBatchSampler, eval_shard
 from gradsync.data.spec import DataSplits
 from gradsync.dist.env import DistEnv
+from gradsync.metrics.loggers import NullLogger
+from gradsync.ps.groups import make_groups
+from gradsync.ps.server import serve
 from gradsync.tasks import build_task
 from gradsync.train import build as builders
 from gradsync.train.checkpoint import resolve_checkpoint
@@ -83,8 +86,8 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     torch.set_num_threads(t.threads_per_worker)
     device = _device(cfg, env)
     init_process_group(cfg, env, device)
-    collective = TorchCollective(timeout=timedelta(seconds=t.comm_timeout_s))
-    clock = make_clock(device)
+    # Parameter servers share the world (ranks trainer.workers and up): the workers' group.
+    workers = make_groups(t.workers, timedelta(seconds=t.comm_timeout_s))
 
     data = _load_data(cfg, env)
     torch.manual_seed(t.seed)  # the same model everywhere ...
@@ -92,24 +95,29 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     _broadcast_model(model)
     torch.manual_seed(t.seed + env.rank)  # ... and per-worker randomness after that
 
+    steps_per_epoch, total_steps = _steps(cfg, len(data.train))  # type: ignore[arg-type]
+    if env.rank >= t.workers:  # a parameter server
+        _announce_link(NullLogger(), env, device)
+        serve(cfg, model, server=env.rank - t.workers, steps_per_epoch=steps_per_epoch,
+              total_steps=total_steps)  # fmt: skip
+        dist.barrier()
+        return
+    collective = TorchCollective(group=workers, timeout=timedelta(seconds=t.comm_timeout_s))
+    clock = make_clock(device)
     sampler = ShardedBatchSampler(
         len(data.train),  # type: ignore[arg-type]
         batch_size=t.batch_size,
         rank=env.rank,
-        world_size=env.world_size,
+        world_size=t.workers,
         seed=t.seed,
     )
-    steps_per_epoch = len(sampler)
-    total_steps = t.epochs * steps_per_epoch
-    if t.max_steps is not None:
-        total_steps = min(total_steps, t.max_steps)
     loader_options = {
         "num_workers": t.loader_workers,
         "pin_memory": device.type == "cuda",
         "persistent_workers": t.loader_workers > 0,
     }
     train_loader = DataLoader(data.train, batch_sampler=sampler, **loader_options)
-    eval_indices = eval_shard(len(data.test), rank=env.rank, world_size=env.world_size)  # type: ignore[arg-type]
+    eval_indices = eval_shard(len(data.test), rank=env.rank, world_size=t.workers)  # type: ignore[arg-type]
     eval_loader = DataLoader(
         Subset(data.test, eval_indices), batch_size=t.eval_batch_size, **loader_options
     )
@@ -148,7 +156,7 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         device=device,
         clock=clock,
         run_dir=run_dir,
-        global_batch=t.batch_size * env.world_size,
+        global_batch=t.batch_size * t.workers,
         fault=FaultPlan(rank=env.rank),
         show_progress=progress_bar,
     )
@@ -167,6 +175,21 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         dist.barrier()
     finally:
         logger.close()
+
+
+def _steps(cfg: DictConfig, train_size: int) -> tuple[int, int]:
+    """(steps per epoch, total steps) of every worker: what the sampler gives each worker,
+    and what parameter servers count on."""
+    t = cfg.trainer
+    steps_per_epoch = len(
+        ShardedBatchSampler(
+            train_size, batch_size=t.batch_size, rank=0, world_size=t.workers, seed=t.seed
+        )
+    )
+    total_steps = t.epochs * steps_per_epoch
+    if t.max_steps is not None:
+        total_steps = min(total_steps, t.max_steps)
+    return steps_per_epoch, total_steps
 
 
 def _announce_link(logger: MetricsLogger, env: DistEnv, device: torch.device) -> None:

@@ -61,6 +61,15 @@ CASES = [
     (["scheduler=wfbp", "compressor=topk", "compressor.exchange=allgather"], "compressor=topk all"),
     (["scheduler=lagz"], "unknown scheduler 'lagz'; valid options: allreduce, "),
     (["scheduler=deft", "scheduler.links=3"], "scheduler.links must be 1 or 2, got 3"),
+    (["scheduler=ssp", "scheduler.staleness=-1"], "scheduler.staleness must be >= 0, got -1"),
+    (["scheduler=osp", "compressor=terngrad"], "compressor=terngrad is not supported with it"),
+    (["scheduler=osp", "trainer.servers=2"], "scheduler=osp runs one parameter server"),
+    (
+        ["scheduler=osp", "scheduler.umax_formula=best"],
+        "unknown scheduler.umax_formula 'best'; valid: paper, corrected",
+    ),
+    (["scheduler=osp", "scheduler.max_unimportant=2"], "scheduler.max_unimportant must be in"),
+    (["scheduler=asp", "trainer.servers=0"], "trainer.servers must be >= 1, got 0"),
     (
         ["scheduler=deft", "scheduler.merge_reduction=max"],
         "unknown scheduler.merge_reduction 'max'; valid: mean, sum",

@@ -128,7 +128,7 @@ class RunnerConfig:
 @dataclass
 class LocalRunnerConfig(RunnerConfig):
     _target_: str = "runners.local.LocalRunner"
-    workers: int = II("trainer.workers")
+    workers: int = II("trainer.processes")
     grace_period_s: float = 3.0
     """How long surviving workers get to exit after one fails, before they are killed."""
 
@@ -139,6 +139,11 @@ class LocalRunnerConfig(RunnerConfig):
 @dataclass
 class NetemRunnerConfig(LocalRunnerConfig):
     _target_: str = "runners.netem.NetemRunner"
+    colocated: int = II(
+        "gradsync.colocated:${trainer.servers},${trainer.colocate_server},"
+        "${oc.select:scheduler.parameter_server,false}"
+    )
+    """Parameter servers placed in worker 0's namespace (trainer.colocate_server). Derived."""
     bandwidth: str = "1gbit"
     """Rate of every worker's uplink and downlink, as tc writes it: 100mbit, 1gbit, 500kbit."""
     second_bandwidth: str | None = None
@@ -170,7 +175,7 @@ class SlurmRunnerConfig(RunnerConfig):
 
     _target_: str = "runners.slurm.SlurmRunner"
     submits_through_launcher: ClassVar[bool] = True
-    workers: int = II("trainer.workers")
+    workers: int = II("trainer.processes")
     nodes: int = 1
     """Nodes per job; each runs trainer.workers / nodes workers (tasks)."""
     partition: str | None = None
@@ -221,7 +226,7 @@ class TorchrunRunnerConfig(RunnerConfig):
     """For jobs started by torchrun, which starts one gradsync process per worker."""
 
     _target_: str = "runners.torchrun.TorchrunRunner"
-    workers: int = II("trainer.workers")
+    workers: int = II("trainer.processes")
     report_grace_s: float = 3.0
 
     def machine_problem(self) -> str | None:

@@ -1,0 +1,89 @@
+"""Schemas of the parameter-server schedulers: ps_bsp, asp, ssp."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gradsync.config.schema import require
+from gradsync.sync.choices import UMAX_FORMULAS
+
+
+@dataclass
+class _ParameterServerConfig:
+    _target_: str = "gradsync.sync.ps.PsSync"
+    _partial_: bool = True
+    parameter_server: bool = True
+    """Runs trainer.servers server processes besides the workers (fixed for these schedulers)."""
+
+    def __post_init__(self) -> None:
+        require(
+            self.parameter_server,
+            "scheduler.parameter_server is fixed for parameter-server schedulers",
+        )
+
+
+@dataclass
+class PsBspConfig(_ParameterServerConfig):
+    protocol: str = "bsp"
+    """Every step the servers average all workers' gradients, then everyone pulls."""
+
+
+@dataclass
+class AspConfig(_ParameterServerConfig):
+    protocol: str = "stale"
+    staleness: int | None = None
+    """No bound: a worker never waits for the others."""
+
+
+@dataclass
+class SspConfig(_ParameterServerConfig):
+    protocol: str = "stale"
+    staleness: int = 3
+    """A worker that has pushed c gradients waits until the slowest has pushed c − staleness."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.staleness >= 0, f"scheduler.staleness must be >= 0, got {self.staleness}")
+
+
+@dataclass
+class OspConfig(_ParameterServerConfig):
+    _target_: str = "gradsync.sync.osp.OspSync"
+    protocol: str = "osp"
+    max_unimportant: float = 0.8
+    """Cap on the unimportant layers' bytes, as a fraction of the model (the paper's 80%);
+    0 makes OSP exactly ps_bsp."""
+    umax_formula: str = "corrected"
+    """U_max = b·T_c/(N·(1+lr)) (corrected) or b(1+lr)·T_c/N (paper); equal without loss."""
+    loss_rate: float = 0.0
+    """The link's packet-loss rate in U_max."""
+    bandwidth: str | None = None
+    """The link rate in U_max, as tc writes it; null: the rate runner=netem announces, else
+    1gbit."""
+    budget: float | None = None
+    """A fixed unimportant budget (fraction of the model) for every iteration instead of the
+    loss-driven schedule; for experiments and tests."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(
+            0 <= self.max_unimportant <= 1,
+            f"scheduler.max_unimportant must be in [0, 1], got {self.max_unimportant}",
+        )
+        require(
+            self.umax_formula in UMAX_FORMULAS,
+            f"unknown scheduler.umax_formula '{self.umax_formula}'; valid: "
+            + ", ".join(UMAX_FORMULAS),
+        )
+        require(
+            0 <= self.loss_rate < 1, f"scheduler.loss_rate must be in [0, 1), got {self.loss_rate}"
+        )
+        require(
+            self.budget is None or 0 <= self.budget <= 1,
+            f"scheduler.budget must be in [0, 1] or null, got {self.budget}",
+        )
+
+
+SCHEMAS: dict[str, dict[str, type]] = {
+    "scheduler": {"ps_bsp": PsBspConfig, "asp": AspConfig, "ssp": SspConfig, "osp": OspConfig}
+}

@@ -1,0 +1,28 @@
+"""The process groups a job with parameter servers needs besides the default one, made at the
+same point on every rank (new_group is collective): the workers' own group (metrics,
+evaluation, checkpoints) and a background group for traffic that runs beside the step's own
+(OSP's in-computation synchronization, on a thread of its own)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import torch.distributed as dist
+
+_background: dist.ProcessGroup | None = None
+
+
+def make_groups(workers: int, timeout: timedelta) -> dist.ProcessGroup | None:
+    """The workers' group (None when the world holds only workers); every rank calls this."""
+    global _background
+    if dist.get_world_size() == workers:
+        return None
+    group = dist.new_group(ranks=list(range(workers)), timeout=timeout)
+    _background = dist.new_group(timeout=timeout)
+    return group
+
+
+def background() -> dist.ProcessGroup:
+    if _background is None:
+        raise RuntimeError("no parameter servers in this job: make_groups() made no group")
+    return _background

@@ -1,0 +1,165 @@
+"""The parameter server of ``scheduler=osp`` (SPECS §8): one server holding the global model
+layer by layer, with the job's optimizer.
+
+Iteration i, on the server:
+1. RS: the important layers' gradients from every worker (behind a barrier, as BSP), with each
+   worker's loss and compute time; their mean is applied to those layers.
+2. The next iteration's Gradient Importance Bitmap (GIB): importance Σ|g·P| per layer from the
+   global parameters and the latest global gradient of each layer, split by the byte budget of
+   the epoch (``SizeSchedule`` from the previous epoch's loss, U_max from the link's bandwidth
+   and the measured compute time, capped at ``max_unimportant`` of the model; or a fixed
+   ``budget``). The reply carries the important layers' new parameters and the GIB.
+3. ICS: the unimportant layers' gradients of iteration i, which workers send in the background
+   while they compute iteration i+1; their mean is applied, and each worker gets the global
+   change of those layers to swap for its local one (LGP's correction).
+
+Taking ICS of iteration i before RS of iteration i+1 keeps every layer's updates in iteration
+order, so the global model is exactly what BSP would hold where all layers are important.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+from omegaconf import DictConfig
+from torch import Tensor, nn
+
+from gradsync.ps.groups import background
+from gradsync.ps.layout import PULL, PUSH
+from gradsync.sync.osp_core import (
+    SizeSchedule,
+    layer_bytes,
+    layer_importance,
+    split_unimportant,
+    umax_bytes,
+)
+from gradsync.train.build import build_optimizer, lr_factor
+
+DEFAULT_LINK_MBIT = 1000.0  # when neither the config nor the runner says
+
+
+def flat(tensors: list[Tensor]) -> Tensor:
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
+def link_bytes_per_s(cfg: DictConfig) -> float:
+    from runners.testbed import rate_mbit
+
+    given = cfg.scheduler.get("bandwidth")
+    announced = os.environ.get("GRADSYNC_LINK_MBIT", DEFAULT_LINK_MBIT)  # runner=netem's link
+    mbit = rate_mbit(str(given)) if given else float(announced)
+    return mbit * 1e6 / 8
+
+
+class _Budget:
+    """Bytes of unimportant layers allowed in each iteration of an epoch."""
+
+    def __init__(self, cfg: DictConfig, model_bytes: int, workers: int) -> None:
+        s = cfg.scheduler
+        self.fixed = None if s.get("budget") is None else float(s.budget) * model_bytes
+        self.cap = float(s.max_unimportant)
+        self.formula, self.loss_rate = str(s.umax_formula), float(s.loss_rate)
+        self.bandwidth = link_bytes_per_s(cfg)
+        self.model_bytes, self.workers = model_bytes, workers
+        self.schedule = SizeSchedule(umax=0.0)
+        self.losses: list[float] = []
+        self.compute: list[float] = []
+        self.previous_loss: float | None = None
+
+    def observe(self, loss: float, compute_s: float) -> None:
+        self.losses.append(loss)
+        self.compute.append(compute_s)
+
+    def for_epoch(self, epoch: int) -> float:
+        """Called once as each epoch starts, with the last epoch's measurements."""
+        if self.fixed is not None:
+            return self.fixed
+        if self.compute:
+            self.schedule.umax = umax_bytes(
+                self.bandwidth,
+                statistics.mean(self.compute),
+                self.workers,
+                self.model_bytes,
+                loss_rate=self.loss_rate,
+                formula=self.formula,
+                cap=self.cap,
+            )
+        loss = statistics.mean(self.losses) if epoch > 0 and self.losses else None
+        self.losses, self.compute = [], []
+        return self.schedule.budget_for_epoch(epoch, loss)
+
+
+def serve_osp(
+    cfg: DictConfig,
+    model: nn.Module,
+    *,
+    steps_per_epoch: int,
+    total_steps: int,
+    after_step: Callable[[Tensor], None] | None = None,
+) -> None:
+    """Serve ``total_steps`` iterations; ``after_step`` sees the flat global model once each
+    iteration is complete (RS and ICS)."""
+    workers = int(cfg.trainer.workers)
+    params = [p for p in model.parameters() if p.requires_grad]
+    sizes = [p.numel() for p in params]
+    nbytes = layer_bytes(params)
+    optimizer = build_optimizer(cfg, model)
+    factor = lr_factor(cfg, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
+    base_lr = float(cfg.trainer.lr)
+    latest = [torch.zeros_like(p) for p in params]  # each layer's latest global gradient
+    budget = _Budget(cfg, sum(nbytes), workers)
+    ics = background()
+
+    def apply(layers: list[int], mean: Tensor, step: int) -> None:
+        for p in params:
+            p.grad = None
+        for layer, grad in zip(layers, mean.split([sizes[i] for i in layers]), strict=True):
+            params[layer].grad = grad.view_as(params[layer])  # views of a fresh mean
+            latest[layer] = params[layer].grad
+        for group in optimizer.param_groups:
+            group["lr"] = base_lr * factor(step)
+        optimizer.step()
+
+    def gather(layers: list[int], extra: int, group: dist.ProcessGroup | None) -> list[Tensor]:
+        count = sum(sizes[i] for i in layers) + extra
+        received = [torch.empty(count, dtype=params[0].dtype) for _ in range(workers)]
+        for work in [dist.irecv(r, src=w, tag=PUSH, group=group) for w, r in enumerate(received)]:
+            work.wait()
+        return received
+
+    def mean_of(received: list[Tensor], extra: int) -> Tensor:
+        total = received[0][: len(received[0]) - extra].clone()
+        for r in received[1:]:  # in rank order: the same sum on every run
+            total += r[: len(r) - extra]
+        return total / workers
+
+    def send_all(message: Tensor, group: dist.ProcessGroup | None) -> None:
+        for work in [dist.isend(message, dst=w, tag=PULL, group=group) for w in range(workers)]:
+            work.wait()
+
+    gib = [True] * len(params)
+    epoch_budget = budget.for_epoch(0)
+    for step in range(total_steps):
+        important = [i for i, keep in enumerate(gib) if keep]
+        received = gather(important, 2, None)
+        for r in received:
+            budget.observe(float(r[-2]), float(r[-1]))
+        apply(important, mean_of(received, 2), step)
+        if (step + 1) % steps_per_epoch == 0:
+            epoch_budget = budget.for_epoch((step + 1) // steps_per_epoch)
+        following = split_unimportant(layer_importance(latest, params), nbytes, epoch_budget)
+        bitmap = torch.tensor([float(k) for k in following], dtype=params[0].dtype)
+        clocks = torch.tensor([step + 1, step + 1], dtype=params[0].dtype)
+        send_all(torch.cat([flat([params[i] for i in important]), bitmap, clocks]), None)
+        unimportant = [i for i, keep in enumerate(gib) if not keep]
+        if unimportant:
+            before = flat([params[i] for i in unimportant])
+            apply(unimportant, mean_of(gather(unimportant, 0, ics), 0), step)
+            send_all(flat([params[i] for i in unimportant]) - before, ics)
+        gib = following
+        if after_step is not None:
+            after_step(flat(params))

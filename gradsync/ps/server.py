@@ -1,0 +1,146 @@
+"""A parameter server's loop (ranks ``trainer.workers`` and up). It holds its shard of the
+global parameters as one flat tensor with the job's optimizer (SGD and Adam update elements
+independently, so a flat shard steps exactly as the per-tensor parameters would), and the LR
+schedule of the workers' step count.
+
+* ``bsp``: every step, a gradient from every worker; their mean is applied once; every worker
+  gets the new parameters. The same trajectory as an all-reduce of the mean gradient.
+* ``stale`` (``asp`` with no bound, ``ssp`` with ``staleness`` s): gradients are taken in the
+  order they arrive and each is applied at once (w ← w − (η/N)·g_w: SPECS writes η·g_w with a
+  per-worker rate; with the global-batch ``trainer.lr`` every scheduler shares, N pushes then
+  move as far as one BSP step). A worker that has pushed c
+  gradients gets parameters back only when the slowest worker has pushed at least c − s, so it
+  never runs more than s steps ahead; without a bound it gets them at once.
+
+Every pull carries the slowest and fastest worker's clock, so workers can log their staleness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+from omegaconf import DictConfig
+from torch import Tensor, nn
+
+from gradsync.comm.solo import SoloCollective
+from gradsync.config.instantiate import build
+from gradsync.ps.layout import PULL, Shards
+from gradsync.ps.messages import recv_payload
+from gradsync.ps.osp_server import serve_osp
+from gradsync.train.build import build_optimizer, lr_factor
+
+Apply = Callable[[Tensor, int], None]
+"""Apply a gradient to the shard with the learning rate of a given step."""
+Observer = Callable[[Tensor], None]
+Receive = Callable[[int | None], tuple[int, Tensor]]
+"""The next worker's pushed gradient, decompressed: from a given rank, or from any."""
+
+
+class _Shard(nn.Module):
+    def __init__(self, values: Tensor) -> None:
+        super().__init__()
+        self.values = nn.Parameter(values)
+
+
+def serve(
+    cfg: DictConfig,
+    model: nn.Module,
+    *,
+    server: int,
+    steps_per_epoch: int,
+    total_steps: int,
+    after_step: Observer | None = None,
+) -> None:
+    """Serve the whole run; ``after_step`` sees this server's flat global parameters after
+    every BSP or OSP iteration (for tests)."""
+    if cfg.scheduler.protocol == "osp":
+        serve_osp(
+            cfg,
+            model,
+            steps_per_epoch=steps_per_epoch,
+            total_steps=total_steps,
+            after_step=after_step,
+        )
+        return
+    params = [p for p in model.parameters() if p.requires_grad]
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    shards = Shards.of_world(flat.numel(), int(cfg.trainer.workers))
+    shard = _Shard(flat[shards.slice(server)].clone())
+    optimizer = build_optimizer(cfg, shard)
+    factor = lr_factor(cfg, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
+    base_lr = float(cfg.trainer.lr)
+
+    def apply(gradient: Tensor, step: int) -> None:
+        for group in optimizer.param_groups:
+            group["lr"] = base_lr * factor(step)
+        shard.values.grad = gradient
+        optimizer.step()
+
+    compressor = build(cfg.compressor, path="compressor")
+    compressor.bind(SoloCollective())  # it only decompresses here, with each worker's context
+
+    def receive(src: int | None) -> tuple[int, Tensor]:
+        sender, payload, ctx = recv_payload(src)
+        return sender, compressor.decompress(payload, ctx).reshape(-1).to(shard.values.dtype)
+
+    workers = shards.workers
+    if cfg.scheduler.protocol == "bsp":
+        _bsp(shard.values, apply, receive, workers, total_steps, after_step)
+    else:
+        _stale(shard.values, apply, receive, workers, total_steps, cfg.scheduler.get("staleness"))
+
+
+def _reply(values: Tensor, clocks: list[int]) -> Tensor:
+    stamp = torch.tensor([min(clocks), max(clocks)], dtype=values.dtype)
+    return torch.cat([values.detach().reshape(-1), stamp])
+
+
+def _bsp(
+    values: Tensor,
+    apply: Apply,
+    receive: Receive,
+    workers: int,
+    total_steps: int,
+    after_step: Observer | None,
+) -> None:
+    for step in range(total_steps):
+        gradients = [receive(w)[1] for w in range(workers)]
+        total = gradients[0].clone()
+        for gradient in gradients[1:]:  # in rank order: the same sum on every run
+            total += gradient
+        apply(total / workers, step)
+        reply = _reply(values, [step + 1] * workers)
+        for work in [dist.isend(reply, dst=w, tag=PULL) for w in range(workers)]:
+            work.wait()
+        if after_step is not None:
+            after_step(values.detach())
+
+
+def _stale(
+    values: Tensor,
+    apply: Apply,
+    receive: Receive,
+    workers: int,
+    total_steps: int,
+    staleness: int | None,
+) -> None:
+    clocks = [0] * workers
+    waiting: set[int] = set()
+    sends = []
+    for _ in range(workers * total_steps):
+        worker, gradient = receive(None)  # from whichever worker pushes first
+        # η/N for each push: N pushes move as far as one BSP step with the same trainer.lr
+        # (the other schedulers' lr is the global batch's; η·g_w per push would be N× it).
+        apply(gradient / workers, clocks[worker])
+        clocks[worker] += 1
+        waiting.add(worker)
+        slowest = min(clocks)
+        for w in sorted(waiting):
+            if staleness is None or clocks[w] - slowest <= staleness:
+                sends.append(dist.isend(_reply(values, clocks), dst=w, tag=PULL))
+                waiting.discard(w)
+    assert not waiting, "every worker got its last parameters"
+    for work in sends:
+        work.wait()
