@@ -155,6 +155,11 @@ def _check_parameter_server(cfg: DictConfig, typed: TrainConfig) -> None:
     (the servers' optimizer state is not checkpointed)."""
     if not getattr(typed.scheduler, "parameter_server", False):
         return
+    if typed.trainer.device != Device.cpu:
+        raise ConfigError(
+            "the parameter-server schedulers (ps_bsp, asp, ssp, osp) push and pull over gloo on "
+            "the CPU; use trainer.device=cpu"
+        )
     compressor = str(cfg.compressor._target_).split(".")[-2]
     if cfg.scheduler.protocol == "osp" and compressor != "none":
         raise ConfigError(
