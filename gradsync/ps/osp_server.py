@@ -19,7 +19,6 @@ order, so the global model is exactly what BSP would hold where all layers are i
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Callable
 
@@ -39,31 +38,35 @@ from gradsync.sync.osp_core import (
 )
 from gradsync.train.build import build_optimizer, lr_factor
 
-DEFAULT_LINK_MBIT = 1000.0  # when neither the config nor the runner says
+DEFAULT_LINK_MBIT = 1000.0  # when neither the config nor a measurement says
 
 
 def flat(tensors: list[Tensor]) -> Tensor:
     return torch.cat([t.detach().reshape(-1) for t in tensors])
 
 
-def link_bytes_per_s(cfg: DictConfig) -> float:
+def link_bytes_per_s(cfg: DictConfig, measured_mbit: float | None) -> float:
+    """b of U_max: ``scheduler.bandwidth`` when given, else the link's rate as measured at the
+    start of the run (runner=netem probes it), else 1 Gbit/s."""
     from runners.testbed import rate_mbit
 
     given = cfg.scheduler.get("bandwidth")
-    announced = os.environ.get("GRADSYNC_LINK_MBIT", DEFAULT_LINK_MBIT)  # runner=netem's link
-    mbit = rate_mbit(str(given)) if given else float(announced)
-    return mbit * 1e6 / 8
+    if given:
+        return rate_mbit(str(given)) * 1e6 / 8
+    return (measured_mbit or DEFAULT_LINK_MBIT) * 1e6 / 8
 
 
 class _Budget:
     """Bytes of unimportant layers allowed in each iteration of an epoch."""
 
-    def __init__(self, cfg: DictConfig, model_bytes: int, workers: int) -> None:
+    def __init__(
+        self, cfg: DictConfig, model_bytes: int, workers: int, link_mbit: float | None
+    ) -> None:
         s = cfg.scheduler
         self.fixed = None if s.get("budget") is None else float(s.budget) * model_bytes
         self.cap = float(s.max_unimportant)
         self.formula, self.loss_rate = str(s.umax_formula), float(s.loss_rate)
-        self.bandwidth = link_bytes_per_s(cfg)
+        self.bandwidth = link_bytes_per_s(cfg, link_mbit)
         self.model_bytes, self.workers = model_bytes, workers
         self.schedule = SizeSchedule(umax=0.0)
         self.losses: list[float] = []
@@ -100,9 +103,10 @@ def serve_osp(
     steps_per_epoch: int,
     total_steps: int,
     after_step: Callable[[Tensor], None] | None = None,
+    link_mbit: float | None = None,
 ) -> None:
     """Serve ``total_steps`` iterations; ``after_step`` sees the flat global model once each
-    iteration is complete (RS and ICS)."""
+    iteration is complete (RS and ICS); ``link_mbit``: the link's measured rate."""
     workers = int(cfg.trainer.workers)
     params = [p for p in model.parameters() if p.requires_grad]
     sizes = [p.numel() for p in params]
@@ -111,7 +115,7 @@ def serve_osp(
     factor = lr_factor(cfg, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
     base_lr = float(cfg.trainer.lr)
     latest = [torch.zeros_like(p) for p in params]  # each layer's latest global gradient
-    budget = _Budget(cfg, sum(nbytes), workers)
+    budget = _Budget(cfg, sum(nbytes), workers, link_mbit)
     ics = background()
 
     def apply(layers: list[int], mean: Tensor, step: int) -> None:

@@ -52,9 +52,10 @@ def serve(
     steps_per_epoch: int,
     total_steps: int,
     after_step: Observer | None = None,
+    link_mbit: float | None = None,
 ) -> None:
     """Serve the whole run; ``after_step`` sees this server's flat global parameters after
-    every BSP or OSP iteration (for tests)."""
+    every BSP or OSP iteration (for tests); ``link_mbit``: the link's measured rate."""
     if cfg.scheduler.protocol == "osp":
         serve_osp(
             cfg,
@@ -62,6 +63,7 @@ def serve(
             steps_per_epoch=steps_per_epoch,
             total_steps=total_steps,
             after_step=after_step,
+            link_mbit=link_mbit,
         )
         return
     params = [p for p in model.parameters() if p.requires_grad]

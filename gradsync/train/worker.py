@@ -97,9 +97,9 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
 
     steps_per_epoch, total_steps = _steps(cfg, len(data.train))  # type: ignore[arg-type]
     if env.rank >= t.workers:  # a parameter server
-        _announce_link(NullLogger(), env, device)
+        measured = _announce_link(NullLogger(), env, device)
         serve(cfg, model, server=env.rank - t.workers, steps_per_epoch=steps_per_epoch,
-              total_steps=total_steps)  # fmt: skip
+              total_steps=total_steps, link_mbit=measured)  # fmt: skip
         dist.barrier()
         return
     collective = TorchCollective(group=workers, timeout=timedelta(seconds=t.comm_timeout_s))
@@ -192,17 +192,18 @@ def _steps(cfg: DictConfig, train_size: int) -> tuple[int, int]:
     return steps_per_epoch, total_steps
 
 
-def _announce_link(logger: MetricsLogger, env: DistEnv, device: torch.device) -> None:
+def _announce_link(logger: MetricsLogger, env: DistEnv, device: torch.device) -> float | None:
     """A runner that shapes the network announces the link rate; log it with a measured probe,
-    so every run shows the bandwidth it really had."""
+    so every run shows the bandwidth it really had. The probe's Mbit/s, or None."""
     announced = os.environ.get("GRADSYNC_LINK_MBIT")
     if announced is None or env.world_size < 2:
-        return
+        return None
     link = float(announced)
     measured = allreduce_mbit(nbytes=probe_bytes(link), device=device)
     logger.log({"runner/link_mbit": link, "runner/probe_mbit": measured}, step=0)
     if env.is_main:
         log.info(f"link {link:g} Mbit/s; all-reduce probe {measured:.0f} Mbit/s")
+    return measured
 
 
 class Terminated(BaseException):

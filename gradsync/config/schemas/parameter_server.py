@@ -58,8 +58,8 @@ class OspConfig(_ParameterServerConfig):
     loss_rate: float = 0.0
     """The link's packet-loss rate in U_max."""
     bandwidth: str | None = None
-    """The link rate in U_max, as tc writes it; null: the rate runner=netem announces, else
-    1gbit."""
+    """The link rate in U_max, as tc writes it; null: the rate measured at the start of the
+    run (runner=netem probes it), else 1gbit."""
     budget: float | None = None
     """A fixed unimportant budget (fraction of the model) for every iteration instead of the
     loss-driven schedule; for experiments and tests."""
