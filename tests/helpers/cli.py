@@ -43,3 +43,18 @@ def time_parts_add_up(window: dict[str, Any]) -> bool:
     """Work a scheduler does inside forward or backward hooks is counted once, under its own
     part, so the parts of an iteration never add up to more than the iteration."""
     return sum(window[k] for k in TIME_PARTS) <= window["time/iteration"] * 1.001
+
+
+def run_completed(cmd: list[str], env: dict[str, str], run_dir: Path, *overrides: str) -> Path:
+    """``gradsync run OVERRIDES`` into ``run_dir``, which must complete."""
+    result = run_cli(cmd, "run", *overrides, f"hydra.run.dir={run_dir}", env=env)
+    assert result.returncode == 0, result.stderr
+    assert summary(run_dir)["status"] == "completed"
+    return run_dir
+
+
+def assert_same_params(ours: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> None:
+    """Equal to float32 rounding: the same training, summed in another order."""
+    assert ours.keys() == reference.keys()
+    for key, value in ours.items():
+        torch.testing.assert_close(value, reference[key], rtol=0, atol=1e-6)

@@ -10,17 +10,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers.cli import final_params, metrics, run_cli, summary, time_parts_add_up
+from tests.helpers.cli import (
+    assert_same_params,
+    final_params,
+    metrics,
+    run_completed,
+    time_parts_add_up,
+)
 
 COMMON = ["model=mlp", "trainer.max_steps=24", "trainer.log_every=8"]
 MLP_BYTES = 4 * (64 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10)  # digits: 64 pixels, 10 classes
 
 
 def _run(cmd: list[str], env: dict[str, str], run_dir: Path, *overrides: str) -> Path:
-    result = run_cli(cmd, "run", *COMMON, *overrides, f"hydra.run.dir={run_dir}", env=env)
-    assert result.returncode == 0, result.stderr
-    assert summary(run_dir)["status"] == "completed"
-    return run_dir
+    return run_completed(cmd, env, run_dir, *COMMON, *overrides)
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +39,7 @@ def test_ps_bsp_trains_exactly_as_the_allreduce(
     run_dir = _run(
         gradsync_cmd, cli_env, tmp_path / "run", "scheduler=ps_bsp", f"trainer.servers={servers}"
     )
-    ours = final_params(run_dir)
-    assert ours.keys() == flat_params.keys()
-    for key, value in ours.items():
-        torch.testing.assert_close(value, flat_params[key], rtol=0, atol=1e-6)
+    assert_same_params(final_params(run_dir), flat_params)
     windows = [r for r in metrics(run_dir) if "train/loss" in r]
     assert all(w["sched/staleness"] == 0 and w["sched/staleness_max"] == 0 for w in windows)
     assert all(time_parts_add_up(w) for w in windows)
@@ -73,8 +73,7 @@ def test_osp_without_unimportant_layers_trains_exactly_as_ps_bsp(gradsync_cmd, c
         gradsync_cmd, cli_env, tmp_path / "capped", "scheduler=osp",
         "scheduler.max_unimportant=0", *steps,
     )  # fmt: skip
-    for key, value in final_params(capped).items():
-        torch.testing.assert_close(value, bsp[key], rtol=0, atol=1e-6)
+    assert_same_params(final_params(capped), bsp)
     scheduled = _run(gradsync_cmd, cli_env, tmp_path / "osp", "scheduler=osp", *steps)
     windows = [r for r in metrics(scheduled) if "sched/rs_bytes" in r]
     assert windows[0]["sched/unimportant_fraction"] == 0  # epochs 0 and 1: pure BSP

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers.cli import final_params, metrics, run_cli, summary, time_parts_add_up
+from tests.helpers.cli import (
+    assert_same_params,
+    final_params,
+    metrics,
+    run_completed,
+    time_parts_add_up,
+)
 
 COMMON = ["model=mlp", "trainer.max_steps=24", "trainer.log_every=8", "trainer.workers=2"]
 MLP_ELEMENTS = 64 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10  # digits: 64 pixels, 10 classes
@@ -29,10 +35,7 @@ SCHEDULERS = {
 
 
 def _run(cmd: list[str], env: dict[str, str], run_dir: Path, *overrides: str) -> Path:
-    result = run_cli(cmd, "run", *overrides, *COMMON, f"hydra.run.dir={run_dir}", env=env)
-    assert result.returncode == 0, result.stderr
-    assert summary(run_dir)["status"] == "completed"
-    return run_dir
+    return run_completed(cmd, env, run_dir, *overrides, *COMMON)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +64,4 @@ def test_priority_scheduler_trains_logs_and_matches_the_flat_allreduce(
         assert windows[0]["sched/profiling"] == pytest.approx(3 / 8)
         assert windows[-1]["sched/profiling"] == 0.0 and windows[-1]["sched/model_iter_s"] > 0
         assert "usbyte: " in (run_dir / "train.log").read_text()
-    ours = final_params(run_dir)
-    assert ours.keys() == flat_params.keys()
-    for key, value in ours.items():
-        torch.testing.assert_close(value, flat_params[key], rtol=0, atol=1e-6)
+    assert_same_params(final_params(run_dir), flat_params)
