@@ -97,10 +97,10 @@ class PsSync(SyncComponents):
                 offset += param.numel()
         mark_stepped(self._optimizer)  # the servers stepped theirs
         slowest, fastest = (float(c) for c in pulled[0][-CLOCKS:])
-        self.collective.take_bytes()
+        agreed = self.collective.take_bytes()  # what selection that talks sent
         return SyncStats(
-            bytes_sent=pushed,
-            bytes_wire=float(pushed),
+            bytes_sent=pushed + agreed.payload,
+            bytes_wire=pushed + agreed.wire,
             bytes_dense=flat.numel() * flat.element_size(),
             density_setup=self.compressor.density,
             density_actual=_density(self.compressor, payloads, flat.numel()),

@@ -47,7 +47,15 @@ def test_ps_bsp_trains_exactly_as_the_allreduce(
 
 def _staleness(cmd: list[str], env: dict[str, str], run_dir: Path, *overrides: str) -> list[dict]:
     slow = {**env, "GRADSYNC_SLOW": "2:0.05"}  # worker 2 takes 50 ms longer every step
-    _run(cmd, slow, run_dir, "trainer.workers=3", "trainer.log_every=1", *overrides)
+    _run(
+        cmd,
+        slow,
+        run_dir,
+        "trainer.workers=3",
+        "trainer.log_every=1",
+        "trainer.max_steps=16",
+        *overrides,
+    )
     return [r for r in metrics(run_dir) if "sched/staleness" in r]
 
 
@@ -67,7 +75,7 @@ def test_ssp_never_runs_past_its_bound_and_asp_never_waits(gradsync_cmd, cli_env
 def test_osp_without_unimportant_layers_trains_exactly_as_ps_bsp(gradsync_cmd, cli_env, tmp_path):
     """Past the two all-BSP epochs of its schedule, with the cap at 0, and with the schedule's
     own budget: the first equals ps_bsp, the second sends layers through ICS."""
-    steps = ["trainer.max_steps=70", "trainer.log_every=10"]  # 22 steps an epoch: into epoch 3
+    steps = ["trainer.max_steps=50", "trainer.log_every=10"]  # 22 steps an epoch: into epoch 3
     bsp = final_params(_run(gradsync_cmd, cli_env, tmp_path / "bsp", "scheduler=ps_bsp", *steps))
     capped = _run(
         gradsync_cmd, cli_env, tmp_path / "capped", "scheduler=osp",
