@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from gradsync.sync.base import SyncComponents
+from gradsync.sync.base import SyncComponents, flat_gradient
 from gradsync.sync.combine import combine
 from gradsync.types import SyncStats
 
@@ -37,11 +36,7 @@ class AllreduceSync(SyncComponents):
         return None  # everything happens after backward
 
     def _flat_grad(self) -> Tensor:
-        grads = [
-            p.grad.reshape(-1) if p.grad is not None else torch.zeros_like(p).reshape(-1)
-            for p in self._params
-        ]
-        return torch.cat(grads)
+        return flat_gradient(self._params)
 
     def _write_grad(self, flat: Tensor) -> None:
         offset = 0

@@ -3,10 +3,11 @@ collective, an error-feedback memory, and the clock its timings are read from.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
@@ -54,3 +55,12 @@ def mark_stepped(optimizer: Optimizer) -> None:
     """The update was made elsewhere (by a parameter server, or layer by layer in the next
     forward pass): tell the LR scheduler, which otherwise warns that the optimizer was skipped."""
     optimizer._opt_called = True  # type: ignore[attr-defined]
+
+
+def gradient_of(param: Tensor) -> Tensor:
+    """A parameter's gradient, flat; zeros when it got none this step (an unused layer)."""
+    return param.grad.reshape(-1) if param.grad is not None else torch.zeros_like(param).reshape(-1)
+
+
+def flat_gradient(params: Sequence[Tensor]) -> Tensor:
+    return torch.cat([gradient_of(p) for p in params])

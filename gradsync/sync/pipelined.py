@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from gradsync.sync.base import SyncComponents
+from gradsync.sync.base import SyncComponents, gradient_of
 from gradsync.sync.combine import combine
 from gradsync.sync.exchanges import Exchanges
 from gradsync.sync.merge_plans import Layers as LayerTimes
@@ -176,7 +176,7 @@ class PipelinedSync(SyncComponents):
         assert self._link is not None, "attach() before training"
         start = self.clock()
         members = _model_order(self._groups[group])
-        flat = torch.cat([_grad_of(self._params[i]) for i in members])
+        flat = torch.cat([gradient_of(self._params[i]) for i in members])
         name = _name(group)
         payload, ctx = self.compress_with_feedback(
             flat,
@@ -293,7 +293,3 @@ def _model_order(group: range) -> list[int]:
 
 def _name(group: int) -> str:
     return f"group{group}"
-
-
-def _grad_of(param: nn.Parameter) -> Tensor:
-    return param.grad.reshape(-1) if param.grad is not None else torch.zeros_like(param).reshape(-1)

@@ -17,7 +17,7 @@ from torch.optim import Optimizer
 
 from gradsync.ps.layout import CLOCKS, PULL, Shards
 from gradsync.ps.messages import send_payload
-from gradsync.sync.base import SyncComponents, mark_stepped
+from gradsync.sync.base import SyncComponents, flat_gradient, mark_stepped
 from gradsync.sync.buckets import Buckets
 from gradsync.types import Compressor, Payload, SyncStats
 
@@ -57,12 +57,7 @@ class PsSync(SyncComponents):
     def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
         shards = self._shards
         assert shards is not None and self._optimizer is not None, "attach() before step()"
-        flat = torch.cat(
-            [
-                p.grad.reshape(-1) if p.grad is not None else torch.zeros_like(p).reshape(-1)
-                for p in self._params
-            ]
-        )
+        flat = flat_gradient(self._params)
         start = self.clock()
         pulled = [
             torch.empty(flat[shards.slice(s)].numel() + CLOCKS, dtype=flat.dtype)
