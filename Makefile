@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install run test test-full lint format bench clean
+.PHONY: install run test test-full lint format bench reproduce clean
 
 install: $(VENV)/.installed
 
@@ -35,6 +35,11 @@ bench: install
 	$(BIN)/python -m benchmarks.allreduce_vs_ddp --write
 	$(BIN)/python -m benchmarks.sparsifiers --write
 	$(BIN)/python -m benchmarks.quantizers --write
+
+# Each paper's headline at small scale under runner=netem (root), then the simulator's check
+# against those runs and its projection to 16-512 workers; about an hour on two cores.
+reproduce: install
+	$(BIN)/python -m benchmarks.reproduce --write
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache .ruff_cache

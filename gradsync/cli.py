@@ -47,7 +47,7 @@ COMMANDS = {
     "sweep": "a sweep as text for a scheduler: --list OVERRIDES, --summarize SWEEP_DIR",
     "report": "tables and plots comparing run and sweep directories: report PATH...",
     "plan": "OMGS merge plans and modelled iteration times, without training: plan OVERRIDES",
-    "simulate": "schedules (WFBP, ByteScheduler, US-Byte, DeFT) in a simulator: simulate OVERRIDES",
+    "simulate": "every compressor x scheduler predicted, and projected: simulate OVERRIDES",
 }
 # Hydra flags that print information instead of running a job: passed to Hydra untouched.
 _HYDRA_INFO_FLAGS = {

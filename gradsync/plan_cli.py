@@ -19,13 +19,16 @@ from gradsync.config.compose import ConfigError, compose_jobs
 from gradsync.job_command import print_or_fail, wants_help
 
 USAGE = "usage: gradsync plan [scheduler=omgs] [model=...] [key=value ...]"
-HOP_LATENCY_S = 5e-5  # one message's start-up on a local network
 
 
 def link_costs(rate_mbit: float, workers: int) -> tuple[float, float]:
-    """(α, β) of a ring all-gather: every worker's payload crosses n−1 links."""
-    hops = max(workers - 1, 1)
-    return hops * HOP_LATENCY_S, hops * 8 / (rate_mbit * 1e6)
+    """(α, β) of a ring all-gather: every worker's payload crosses n−1 links (at least one,
+    so a plan for one worker still weighs its groups)."""
+    from gradsync.projection.cluster import Cluster
+
+    cluster = Cluster(workers=max(workers, 2), bandwidth_bps=rate_mbit * 1e6)
+    alpha = cluster.all_gather(0.0)
+    return alpha, cluster.all_gather(1.0) - alpha
 
 
 def _exchange_costs(cfg: DictConfig) -> tuple[float | None, float, float, str]:

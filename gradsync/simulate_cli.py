@@ -1,254 +1,371 @@
-"""``gradsync simulate OVERRIDES... [--timeline FILE.png]``: the iteration time, throughput,
-bubble ratio and update frequency that WFBP (DDP), ByteScheduler, US-Byte and DeFT (one and two
-links) would reach on the composed job, from the discrete-event simulator, without training.
+"""``gradsync simulate OVERRIDES... [options]``: the iteration time and throughput that every
+compressor × scheduler would reach on the composed job, and projected to other clusters,
+without training.
 
-The model is built from the composed config and profiled in this process at
-``trainer.batch_size``: per-tensor forward (module hooks) and backward (gradient hooks) times,
-spread over buckets of ``scheduler.partition_size`` elements (6,500,000 when the scheduler has
-none). A bucket's communication is a ring all-reduce over ``trainer.workers`` at
-``runner.bandwidth`` (1gbit when the runner has none); the second link runs at
-``runner.second_bandwidth``, else at the first one's rate divided by ``scheduler.mu`` (1.65
-when unset). For DeFT, buckets too long for the forward window are split first, as it does.
-``--timeline FILE.png`` draws one steady iteration of every schedule: compute and the links.
+The model is built from the composed config and profiled on this machine at
+``trainer.batch_size`` (per-tensor forward and backward times, the optimizer's update), and every
+compressor runs once on its real gradient to record what it sends (``gradsync/projection/``).
+The job's own cluster is ``trainer.workers`` at ``runner.bandwidth`` (1gbit when the runner has
+none); under runner=local or runner=netem every process shares this host, so the profile is
+taken with as many processes computing at once. Communication is priced with α-β models of the
+collectives (``--algorithm``, ``--latency``, ``--gpus-per-node``/``--intra-bandwidth``: the
+TernGrad paper's appendix B), schedules by the discrete-event simulator and OMGS's timeline.
+
+options:
+  --compressors A,B        compressors to combine (default: all)
+  --schedulers X,Y         schedulers to combine (default: all)
+  --workers 16,64,256,512  project to clusters of these sizes (one worker per machine, each
+                           with its own cores: profiled in one process)
+  --bandwidths 1gbit,10gbit,100gbit   ... at these link rates (default: the job's rate)
+  --latency SECONDS        per-message start-up (default 5e-05)
+  --algorithm ring|tree    all-reduce/all-gather algorithm between machines (default ring)
+  --gpus-per-node G        workers per machine, talking at --intra-bandwidth inside it
+  --intra-bandwidth RATE   e.g. 100gbit (needed with --gpus-per-node above 1)
+  --plot FILE.png          draw the projection: speed-up over dense WFBP (DDP) against workers
+  --timeline FILE.png      draw one steady iteration of each bucketed schedule of the job
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+import argparse
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from gradsync.config.compose import ConfigError, compose_jobs
+from gradsync.config.compose import ConfigError, compose_each, compose_jobs
 from gradsync.job_command import print_or_fail, wants_help
 
 if TYPE_CHECKING:  # torch is imported only once a simulation runs
-    from gradsync.sync.buckets import Buckets
-    from gradsync.sync.simulator import Prediction
+    from gradsync.projection.cluster import Cluster
+    from gradsync.projection.jobs import Predictor
+    from gradsync.projection.predict import Estimate
 
-USAGE = "usage: gradsync simulate [model=...] [key=value ...] [--timeline FILE.png]"
-HOP_LATENCY_S = 5e-5  # one message's start-up on a local network (as gradsync plan assumes)
-DEFAULT_BANDWIDTH = "1gbit"
-MAX_DEFT_BUCKETS = 256  # splitting further only slows the knapsacks down
-ITERATIONS = 30
-MU = 1.65  # the paper's slow-link factor, when neither the runner nor the scheduler gives one
+USAGE = (
+    "usage: gradsync simulate [model=...] [key=value ...] [--workers N,...] "
+    "[--bandwidths RATE,...] [--plot FILE.png] [--timeline FILE.png]"
+)
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+BASELINE = ("none", "wfbp")  # dense DDP: what every speed-up is measured against
+# Scheduler settings worth a row of their own beside the defaults.
+VARIANTS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "deft": ((), ("scheduler.links=2",)),
+    "omgs": (("scheduler.rule=paper",), ("scheduler.rule=optimal",)),
+}
+# The five papers' headline combinations: the lines of the projection plot.
+HEADLINE = (
+    "none × allreduce",
+    "none × bytescheduler",
+    "none × deft scheduler.links=2",
+    "topk × allreduce",
+    "topk × omgs scheduler.rule=paper",
+    "deft × allreduce",
+    "cltk × allreduce",
+    "terngrad × allreduce",
+    "none × ps_bsp",
+    "none × osp",
+)
 
 
-def ring_allreduce(rate_mbit: float, workers: int) -> tuple[float, float]:
-    """(α seconds, β seconds per byte) of a ring all-reduce: 2(n−1) steps, each moving 1/n of
-    the payload over one link."""
-    steps = 2 * (workers - 1)
-    return steps * HOP_LATENCY_S, steps / workers * 8 / (rate_mbit * 1e6)
+@dataclass(frozen=True)
+class Combination:
+    compressor: str
+    scheduler: str
+    settings: tuple[str, ...]
+    cfg: DictConfig
+
+    @property
+    def name(self) -> str:
+        return " ".join((f"{self.compressor} × {self.scheduler}", *self.settings))
 
 
-def _rates(cfg: DictConfig) -> tuple[str, float, str, float]:
-    """(first link's rate as written, in Mbit/s, second's, in Mbit/s)."""
-    from runners.testbed import rate_mbit
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, as for every gradsync command
+        raise ConfigError(f"{message}; see gradsync simulate --help")
 
-    first = str(cfg.runner.get("bandwidth") or DEFAULT_BANDWIDTH)
-    second = cfg.runner.get("second_bandwidth")
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gradsync simulate", add_help=False)
+    parser.add_argument("overrides", nargs="*")
+    parser.add_argument("--compressors", type=_names)
+    parser.add_argument("--schedulers", type=_names)
+    parser.add_argument("--workers", type=_counts)
+    parser.add_argument("--bandwidths", type=_names)
+    parser.add_argument("--latency", type=float)
+    parser.add_argument("--algorithm", default="ring")
+    parser.add_argument("--gpus-per-node", type=int, default=1)
+    parser.add_argument("--intra-bandwidth")
+    parser.add_argument("--plot", type=_figure_path)
+    parser.add_argument("--timeline", type=_figure_path)
+    return parser
+
+
+def _names(text: str) -> list[str]:
+    return [part for part in text.split(",") if part]
+
+
+def _counts(text: str) -> list[int]:
     try:
-        fast = rate_mbit(first)
-        if second:
-            return first, fast, str(second), rate_mbit(str(second), name="second_bandwidth")
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of worker counts") from None
+    if any(n < 1 for n in counts):
+        raise argparse.ArgumentTypeError("worker counts must be >= 1")
+    return counts
+
+
+def _figure_path(text: str) -> Path:
+    path = Path(text)
+    if path.suffix.lower() not in FIGURE_SUFFIXES:
+        raise argparse.ArgumentTypeError(
+            f"{text}: the file must end in {', '.join(FIGURE_SUFFIXES)}"
+        )
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no directory {path.parent}")
+    return path
+
+
+def _chosen(asked: list[str] | None, group: str) -> list[str]:
+    from gradsync.config.discovery import group_options
+
+    valid = group_options()[group]
+    unknown = [name for name in asked or [] if name not in valid]
+    if unknown:
+        raise ConfigError(f"unknown {group} {', '.join(unknown)}; valid: {', '.join(valid)}")
+    return asked or valid
+
+
+def combinations(
+    overrides: Sequence[str], compressors: Sequence[str], schedulers: Sequence[str]
+) -> tuple[list[Combination], list[str]]:
+    """Every pair (and scheduler variant) that composes; the reasons of those that do not."""
+    usable, refused = [], []
+    for scheduler in schedulers:
+        for settings in VARIANTS.get(scheduler, ((),)):
+            sweep = [
+                *overrides,
+                f"compressor={','.join(compressors)}",
+                f"scheduler={scheduler}",
+                *settings,
+            ]
+            composed = compose_each(sweep, launcher_here=False)
+            for compressor, (cfg, problem) in zip(compressors, composed, strict=True):
+                if problem is None:
+                    usable.append(Combination(compressor, scheduler, settings, cfg))
+                elif not settings or settings == VARIANTS[scheduler][0]:  # once per pair
+                    refused.append(f"{compressor} × {scheduler}: {problem}")
+    return usable, refused
+
+
+def _estimate(predictor: Predictor, c: Combination, cluster: Cluster | None = None) -> Estimate:
+    return predictor.estimate(
+        c.cfg, scheduler=c.scheduler, compressor=c.compressor, cluster=cluster
+    )
+
+
+def _cluster_options(args: argparse.Namespace, cluster: Cluster) -> Cluster:
+    from gradsync.projection.jobs import bits_per_s
+
+    try:
+        intra = (
+            bits_per_s(args.intra_bandwidth, name="--intra-bandwidth")
+            if args.intra_bandwidth
+            else 0.0
+        )
+        return replace(
+            cluster,
+            latency_s=cluster.latency_s if args.latency is None else args.latency,
+            algorithm=args.algorithm,
+            gpus_per_node=args.gpus_per_node,
+            intra_bandwidth_bps=intra,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def simulate(args: argparse.Namespace) -> str:
+    from gradsync.projection.jobs import Predictor
+
+    with Predictor() as predictor:  # stops the processes it profiles among
+        return _simulate_with(args, predictor)
+
+
+def _simulate_with(args: argparse.Namespace, predictor: Predictor) -> str:
+    from gradsync.projection.jobs import cluster_for, processes_of
+
+    baseline = _baseline(args.overrides)
+    cfg = baseline.cfg
+    try:
+        cluster = _cluster_options(args, cluster_for(cfg))
     except ValueError as exc:
         raise ConfigError(f"runner.{exc}") from None
-    mu = float(cfg.scheduler.get("mu") or MU)
-    return first, fast, f"{fast / mu:.4g}mbit (link 1 / {mu:g})", fast / mu
-
-
-def _split_for_windows(
-    buckets: Buckets, comm: Sequence[float], limit: float, alpha: float
-) -> Buckets:
-    """DeFT's step (3) of partitioning: buckets whose communication exceeds ``limit`` split
-    until each fits (the start-up α is paid by every piece, so only the rest is divided)."""
-    if limit <= alpha:  # no piece could fit: splitting would only add start-ups
-        return buckets
-    room = max(limit - alpha, sum(comm) / MAX_DEFT_BUCKETS)
-    return buckets.refine([c - alpha for c in comm], room)
-
-
-def simulate(cfg: DictConfig, timeline: Path | None = None) -> str:
-    import torch
-    from torch.utils.data import default_collate
-
-    from gradsync.sync.buckets import PARTITION_SIZE, Buckets
-    from gradsync.sync.profiling import profile_tensors
-    from gradsync.sync.simulator import (
-        BucketTimes,
-        bytescheduler,
-        coverage_rate,
-        deft,
-        usbyte,
-        wfbp,
+    rates = _rates(args.bandwidths, cluster)
+    combos, refused = combinations(
+        args.overrides,
+        _chosen(args.compressors, "compressor"),
+        _chosen(args.schedulers, "scheduler"),
     )
-    from gradsync.tasks import build_task
-    from gradsync.train.build import build_data, build_model
-
-    first, fast, second, slow = _rates(cfg)
-    workers = int(cfg.trainer.workers)
-    batch_size = int(cfg.trainer.batch_size)
-    partition_size = int(cfg.scheduler.get("partition_size") or PARTITION_SIZE)
-    torch.set_num_threads(int(cfg.trainer.threads_per_worker))
-    torch.manual_seed(int(cfg.trainer.seed))
-    data = build_data(cfg)
-    model = build_model(cfg, data.spec)
-    task = build_task(data.spec)
-    batch = tuple(default_collate([data.train[i] for i in range(batch_size)]))
-    forward, backward = profile_tensors(model, lambda: task.loss(model, batch))
-    params = [p for p in model.parameters() if p.requires_grad][::-1]
-    sizes = [p.numel() for p in params]
-    element_bytes = params[0].element_size() if params else 4
-    alpha, beta = ring_allreduce(fast, workers)
-
-    def times_of(buckets: Buckets) -> BucketTimes:
-        comm = [
-            alpha + beta * element_bytes * buckets.numel(b) if workers > 1 else 0.0
-            for b in range(len(buckets))
-        ]
-        return BucketTimes(
-            forward=tuple(buckets.spread(forward, sizes)),
-            backward=tuple(buckets.spread(backward, sizes)),
-            comm=tuple(comm),
-        )
-
-    buckets = Buckets.partition(sizes, partition_size)
-    times = times_of(buckets)
-    mu = fast / slow
-    # The smallest knapsack is the forward window, on the slow link when there are two.
-    window = sum(times.forward) / max(mu, 1.0)
-    deft_buckets = _split_for_windows(buckets, times.comm, window, alpha)
-    deft_times = times_of(deft_buckets)
-    predictions = {
-        "wfbp": wfbp(times, ITERATIONS),
-        "bytescheduler": bytescheduler(times, iterations=ITERATIONS, alpha=alpha),
-        "usbyte": usbyte(times, ITERATIONS, alpha=alpha),
-        "deft": deft(deft_times, ITERATIONS),
-        "deft-2links": deft(deft_times, ITERATIONS, mu=mu),
-    }
-    if timeline is not None:
-        draw_timelines(predictions, timeline)
-    baseline = predictions["wfbp"].iteration
+    if not combos:
+        raise ConfigError(f"no compressor × scheduler composes: {refused[0]}")
+    processes = processes_of(cfg, cluster)
+    profile = predictor.profiled(cfg, processes).profile
     lines = [
-        f"model {type(model).__name__}: {len(sizes)} tensors, {sum(sizes):,} elements; "
-        f"batch {batch_size}: forward {sum(forward) * 1e3:.2f} ms, "
-        f"backward {sum(backward) * 1e3:.2f} ms (profiled here)",
-        f"buckets: {len(buckets)} of up to {partition_size:,} elements; deft: "
-        f"{len(deft_buckets)} after splitting to fit the forward window",
-        f"workers: {workers}, ring all-reduce: alpha={alpha:.3g} s, beta={beta:.3g} s/byte",
-        f"bandwidth: link 1 {first}, link 2 {second}: a bucket takes mu={mu:.3g} times as long",
-        f"coverage rate T_comm/(T_fwd+T_bwd): {coverage_rate(times):.3g}",
+        f"model {profile.model}: {len(profile.sizes)} tensors, {profile.numel:,} elements; batch "
+        f"{profile.batch_size}: forward {sum(profile.forward) * 1e3:.2f} ms, backward "
+        f"{sum(profile.backward) * 1e3:.2f} ms, update {profile.update * 1e3:.2f} ms "
+        f"(profiled here, {processes} process{'es' if processes > 1 else ''} computing at once)",
+        _describe(cluster),
         "",
-        f"{'schedule':<14} {'iteration (ms)':>14} {'samples/s':>11} {'bubble':>7} "
-        f"{'updates/iter':>12} {'vs wfbp':>8}",
     ]
-    for name, p in predictions.items():
-        samples = batch_size * workers / p.iteration if p.iteration > 0 else math.inf
-        speedup = baseline / p.iteration if p.iteration > 0 else math.inf
+    batch, workers = profile.batch_size, cluster.workers
+    reference = _estimate(predictor, baseline, cluster).iteration
+    rows = sorted(
+        ((c, _estimate(predictor, c, cluster)) for c in combos), key=lambda r: r[1].iteration
+    )
+    width = max(len(c.name) for c in combos)
+    lines.append(
+        f"{'compressor × scheduler':<{width}} {'iteration (ms)':>14} {'samples/s':>11} "
+        f"{'updates/iter':>12} {'vs dense DDP':>12}"
+    )
+    for combo, estimate in rows:
         lines.append(
-            f"{name:<14} {p.iteration * 1e3:>14.3f} {samples:>11,.0f} {p.bubble_ratio:>7.1%} "
-            f"{p.update_frequency:>12.2f} {speedup:>7.2f}x"
+            f"{combo.name:<{width}} {estimate.iteration * 1e3:>14.3f} "
+            f"{estimate.samples_per_s(batch, workers):>11,.0f} "
+            f"{estimate.updates_per_iteration:>12.2f} {reference / estimate.iteration:>11.2f}x"
         )
-    if timeline is not None:
-        lines += ["", f"timeline: {timeline}"]
+    if refused:
+        lines += ["", f"not combinable ({len(refused)}): " + "; ".join(refused[:3])]
+        lines += ["  ..."] if len(refused) > 3 else []
+    if args.workers or args.bandwidths:
+        lines += ["", *_projection(args, rates, predictor, baseline, combos, cluster)]
+    if args.timeline is not None:
+        _draw_job_timelines(predictor, combos, cluster, args.timeline)
+        lines += ["", f"timeline: {args.timeline}"]
     return "\n".join(lines)
 
 
-_COLORS = {"F": "#4c72b0", "B": "#dd8452", "link 1": "#55a868", "link 2": "#8172b3"}
-
-
-def draw_timelines(predictions: Mapping[str, Prediction], path: Path) -> None:
-    """One lane chart per schedule: compute, link 1 and link 2 through one steady iteration;
-    sends of an earlier iteration's gradient are hatched."""
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
-
-    from gradsync.sync.simulator import COMPUTE, LINK_1, LINK_2
-
-    lanes = {COMPUTE: 2, LINK_1: 1, LINK_2: 0}
-    figure = Figure(figsize=(11, 1.6 * len(predictions) + 1.0), layout="constrained")
-    axes = figure.subplots(len(predictions), 1, sharex=True, squeeze=False)[:, 0]
-    span = max((p.timeline_span for p in predictions.values()), default=0.0)
-    for ax, (name, prediction) in zip(axes, predictions.items(), strict=True):
-        for event in prediction.timeline:
-            color = _COLORS[event.label[0]] if event.stream == COMPUTE else _COLORS[event.stream]
-            width = (event.end - event.start) * 1e3
-            ax.broken_barh(
-                [(event.start * 1e3, width)],
-                (lanes[event.stream] - 0.4, 0.8),
-                facecolors=color,
-                edgecolor="white",
-                linewidth=0.5,
-                hatch="//" if " t-" in event.label else None,
-            )
-            if width > 0.04 * span * 1e3:  # room for the label
-                ax.text(
-                    (event.start + event.end) / 2 * 1e3,
-                    lanes[event.stream],
-                    event.label,
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                    color="white",
-                    clip_on=True,
-                )
-        ax.set_yticks([0, 1, 2], [LINK_2, LINK_1, COMPUTE])
-        ax.set_ylim(-0.6, 2.6)
-        ax.set_title(
-            f"{name}: iteration {prediction.iteration * 1e3:.2f} ms, bubble "
-            f"{prediction.bubble_ratio:.0%}, {prediction.update_frequency:.2f} updates/iteration",
-            loc="left",
-            fontsize=9,
+def _baseline(overrides: Sequence[str]) -> Combination:
+    compressor, scheduler = BASELINE
+    try:
+        (cfg,) = compose_jobs(
+            [*overrides, f"compressor={compressor}", f"scheduler={scheduler}"],
+            multirun=False,
+            launcher_here=False,
         )
-    axes[-1].set_xlim(0, span * 1e3 if span > 0 else 1)
-    axes[-1].set_xlabel("ms from the start of one steady-state iteration")
-    figure.legend(
-        handles=[
-            Patch(color=_COLORS["F"], label="forward"),
-            Patch(color=_COLORS["B"], label="backward"),
-            Patch(color=_COLORS["link 1"], label="send on link 1"),
-            Patch(color=_COLORS["link 2"], label="send on link 2"),
-            Patch(facecolor="white", edgecolor="black", hatch="//", label="earlier gradient"),
-        ],
-        loc="outside lower center",
-        ncols=5,
-        fontsize=8,
+    except ConfigError as exc:
+        raise ConfigError(f"the dense WFBP baseline does not compose: {exc}") from None
+    return Combination(compressor, scheduler, (), cfg)
+
+
+def _describe(cluster: Cluster) -> str:
+    text = (
+        f"cluster: {cluster.workers} workers, {cluster.bandwidth_bps / 1e6:g} Mbit/s links, "
+        f"latency {cluster.latency_s:g} s, {cluster.algorithm} collectives"
     )
+    if cluster.gpus_per_node > 1:
+        text += (
+            f", {cluster.gpus_per_node} per node at {cluster.intra_bandwidth_bps / 1e6:g} Mbit/s"
+        )
+    if cluster.second_bandwidth_bps:
+        text += f", second link {cluster.second_bandwidth_bps / 1e6:g} Mbit/s"
+    if cluster.shared_host_cores:
+        text += f"; all processes on this host ({cluster.shared_host_cores} cores)"
+    return text
+
+
+def _rates(asked: list[str] | None, cluster: Cluster) -> list[tuple[str, float]]:
+    """(as written, bits/s) of every ``--bandwidths`` rate; the job's own when none."""
+    from gradsync.projection.jobs import bits_per_s
+
+    try:
+        rates = [(rate, bits_per_s(rate, name="--bandwidths")) for rate in asked or []]
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return rates or [(f"{cluster.bandwidth_bps / 1e6:g}mbit", cluster.bandwidth_bps)]
+
+
+def _projection(
+    args: argparse.Namespace,
+    rates: list[tuple[str, float]],
+    predictor: Predictor,
+    baseline: Combination,
+    combos: Sequence[Combination],
+    cluster: Cluster,
+) -> list[str]:
+    """Speed-up over dense DDP of every combination, on clusters of dedicated machines."""
+    sizes = args.workers or [cluster.workers]
+    dedicated = replace(cluster, shared_host_cores=None, second_bandwidth_bps=None)
+    speedups: dict[str, dict[tuple[str, int], float]] = {c.name: {} for c in combos}
+    for (rate, bps), n in itertools.product(rates, sizes):
+        target = replace(dedicated, workers=n, bandwidth_bps=bps, second_bandwidth_bps=bps / 1.65)
+        dense = _estimate(predictor, baseline, target).iteration
+        for combo in combos:
+            speedups[combo.name][(rate, n)] = dense / _estimate(predictor, combo, target).iteration
+    columns = [f"{n}@{rate}" for rate, n in itertools.product([r for r, _ in rates], sizes)]
+    width = max(len(name) for name in speedups)
+    lines = [
+        "projected speed-up over dense WFBP (DDP), one worker per machine "
+        "(deft links=2: a second link at rate/1.65):",
+        f"{'compressor × scheduler':<{width}} " + " ".join(f"{c:>12}" for c in columns),
+    ]
+    for name, values in speedups.items():
+        cells = [values[(rate, n)] for (rate, _), n in itertools.product(rates, sizes)]
+        lines.append(f"{name:<{width}} " + " ".join(f"{v:>11.2f}x" for v in cells))
+    if args.plot is not None:
+        _draw_projection(speedups, [r for r, _ in rates], sizes, args.plot)
+        lines += ["", f"plot: {args.plot}"]
+    return lines
+
+
+def _draw_projection(
+    speedups: dict[str, dict[tuple[str, int], float]],
+    rates: Sequence[str],
+    sizes: Sequence[int],
+    path: Path,
+) -> None:
+    from matplotlib.figure import Figure
+
+    shown = [name for name in HEADLINE if name in speedups] or list(speedups)
+    figure = Figure(figsize=(4.2 * len(rates) + 1.5, 4.2), layout="constrained")
+    axes = figure.subplots(1, len(rates), sharey=True, squeeze=False)[0]
+    for ax, rate in zip(axes, rates, strict=True):
+        for name in shown:
+            ax.plot(sizes, [speedups[name][(rate, n)] for n in sizes], marker="o", label=name)
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(list(sizes), [str(n) for n in sizes])
+        ax.set_title(f"{rate} links")
+        ax.set_xlabel("workers")
+    axes[0].set_ylabel("speed-up over dense WFBP (DDP)")
+    figure.legend(*axes[0].get_legend_handles_labels(), loc="outside right center", fontsize=8)
     figure.savefig(path, dpi=120)
 
 
-def _parse(args: list[str]) -> tuple[list[str], Path | None]:
-    """(overrides, timeline path); ConfigError on a bad option."""
-    overrides, timeline, rest = [], None, list(args)
-    while rest:
-        arg = rest.pop(0)
-        if arg == "--timeline" or arg.startswith("--timeline="):
-            value = arg.partition("=")[2] if "=" in arg else (rest.pop(0) if rest else "")
-            if not value:
-                raise ConfigError("--timeline needs a file name, e.g. --timeline timeline.png")
-            timeline = Path(value)
-            if timeline.suffix.lower() not in FIGURE_SUFFIXES:
-                raise ConfigError(
-                    f"--timeline {value}: the file must end in {', '.join(FIGURE_SUFFIXES)}"
-                )
-            if not timeline.parent.is_dir():
-                raise ConfigError(f"--timeline {value}: no directory {timeline.parent}")
-        elif arg.startswith("-"):
-            raise ConfigError(f"unknown option {arg}; see gradsync simulate --help")
-        else:
-            overrides.append(arg)
-    return overrides, timeline
+def _draw_job_timelines(
+    predictor: Predictor, combos: Sequence[Combination], cluster: Cluster, path: Path
+) -> None:
+    from gradsync.projection.timelines import draw_timelines
+
+    simulated = {}
+    for combo in combos:
+        estimate = _estimate(predictor, combo, cluster)
+        if estimate.simulated is not None and combo.compressor == combos[0].compressor:
+            simulated[combo.name] = estimate.simulated
+    if not simulated:
+        raise ConfigError("--timeline: none of the chosen schedulers is simulated bucket by bucket")
+    draw_timelines(simulated, path)
 
 
 def _simulate(args: list[str]) -> str:
-    overrides, timeline = _parse(args)
-    (cfg,) = compose_jobs(overrides, multirun=False, launcher_here=False)
-    if OmegaConf.select(cfg, "trainer.workers") is None:
-        raise ConfigError("trainer.workers is not set")
-    return simulate(cfg, timeline)
+    parsed, unknown = _parser().parse_known_args(args)
+    unknown += [arg for arg in parsed.overrides if arg.startswith("-")]
+    if unknown:
+        raise ConfigError(f"unknown option {unknown[0]}; see gradsync simulate --help")
+    return simulate(parsed)
 
 
 def main(args: list[str]) -> int:

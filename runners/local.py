@@ -40,7 +40,7 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def _free_port() -> int:
+def free_port() -> int:
     """A port nothing listens on now, for rank 0's TCP store (as torchrun --standalone does)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -131,7 +131,7 @@ class LocalRunner:
         procs: list[subprocess.Popen[bytes]] = []
         forwarders: list[_Forwarder] = []
         terminal = _Terminal()
-        port = _free_port()
+        port = free_port()
         try:
             for rank in range(self.workers):
                 proc = subprocess.Popen(

@@ -91,6 +91,14 @@ def check_sweep(overrides: list[str]) -> list[tuple[DictConfig, ConfigError | No
     return checked
 
 
+def compose_each(
+    overrides: list[str], *, launcher_here: bool = True
+) -> list[tuple[DictConfig, ConfigError | None]]:
+    """Every job of a sweep composed (one Hydra initialization for all) and checked, with its
+    problem (None: fine); ConfigError only when a job cannot be composed at all."""
+    return _compose_and_check(overrides, multirun=True, launcher_here=launcher_here)
+
+
 def launcher_overrides(jobs: list[DictConfig]) -> list[str]:
     """What the runner of these (valid) jobs sets on Hydra's launcher for the whole sweep."""
     runners = [OmegaConf.to_object(cfg.runner) for cfg in jobs]

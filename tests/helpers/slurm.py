@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
+
+from runners.local import free_port
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
 
@@ -28,17 +29,11 @@ def missing() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _config(root: Path) -> str:
     return f"""ClusterName=gradsynctest
 SlurmctldHost=localhost
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
 AuthType=auth/munge
 AuthInfo=socket={root}/munge.sock
 CredType=cred/munge

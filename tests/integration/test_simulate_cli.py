@@ -1,5 +1,5 @@
-"""``gradsync simulate`` as a user runs it: profiles the model here, prints every schedule's
-simulated iteration and draws the timelines; one-line errors with exit 2 on bad input."""
+"""``gradsync simulate`` as a user runs it: profiles the model here, predicts every compressor ×
+scheduler, projects them to other clusters and draws the plots; one-line errors with exit 2."""
 
 from __future__ import annotations
 
@@ -8,43 +8,64 @@ import struct
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from gradsync import simulate_cli
-from gradsync.config.compose import ConfigError
 from gradsync.sync.profiling import profile_tensors
 from tests.helpers.cli import run_cli
 
-SCHEDULE_ROWS = ("wfbp", "bytescheduler", "usbyte", "deft", "deft-2links")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+ROW = re.compile(
+    r"^(\S+ × \S+(?: scheduler\.\S+)?)\s+([\d.]+)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)x$", re.M
+)
 
 
-def test_simulate_prints_every_schedule_and_draws_a_png(gradsync_cmd, cli_env, tmp_path):
-    png = tmp_path / "timeline.png"
+def _png_size(path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_simulate_predicts_every_combination_projects_and_draws(gradsync_cmd, cli_env, tmp_path):
+    plot, timeline = tmp_path / "projection.png", tmp_path / "timeline.png"
     result = run_cli(
-        gradsync_cmd, "simulate", "model=mlp", "scheduler=deft", "scheduler.partition_size=3000",
+        gradsync_cmd, "simulate", "model=mlp", "trainer.workers=2",
         "runner=netem", "runner.bandwidth=100mbit", "runner.second_bandwidth=50mbit",
-        "trainer.workers=4",
-        "--timeline", str(png), env=cli_env,
+        "--compressors", "none,topk", "--schedulers", "allreduce,wfbp,deft,omgs,osp",
+        "--workers", "4,64", "--bandwidths", "1gbit,10gbit",
+        "--plot", str(plot), "--timeline", str(timeline), env=cli_env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    # 17,226 elements of the MLP in buckets of 3,000: six buckets.
-    assert "17,226 elements" in out and "buckets: 6 of up to 3,000 elements" in out
-    assert "workers: 4" in out and "link 1 100mbit, link 2 50mbit" in out and "mu=2 " in out
-    rows = {}
-    for name in SCHEDULE_ROWS:
-        match = re.search(rf"^{re.escape(name)}\s+([\d.]+)\s+([\d,]+)\s+([\d.]+)%", out, re.M)
-        assert match, f"no row for {name} in:\n{out}"
-        rows[name] = float(match.group(1)), float(match.group(2).replace(",", ""))
-    for iteration_ms, samples in rows.values():
-        # samples/s = batch 32 × 4 workers / iteration
-        assert samples == pytest.approx(32 * 4 / (iteration_ms / 1e3), rel=0.01, abs=1)
-    assert f"timeline: {png}" in out
-    data = png.read_bytes()
-    assert data[:8] == PNG_SIGNATURE and data[12:16] == b"IHDR"
-    width, height = struct.unpack(">II", data[16:24])
-    assert width > 500 and height > 500  # five lane charts
+    assert "17,226 elements" in out and "2 processes computing at once" in out
+    assert "2 workers, 100 Mbit/s links" in out and "second link 50 Mbit/s" in out
+    rows = {m[1]: m for m in ROW.finditer(out.split("projected")[0])}
+    assert set(rows) >= {
+        "none × allreduce", "none × wfbp", "none × deft", "none × deft scheduler.links=2",
+        "none × osp", "topk × allreduce", "topk × omgs scheduler.rule=optimal",
+    }  # fmt: skip
+    for name, row in rows.items():
+        iteration_ms, samples = float(row[2]), float(row[3].replace(",", ""))
+        # samples/s = batch 32 × 2 workers / iteration
+        assert samples == pytest.approx(64 / (iteration_ms / 1e3), rel=0.01, abs=1), name
+    assert rows["none × wfbp"][5] == "1.00"  # the baseline
+    # Rows are sorted by iteration time; OMGS's optimal plan never loses to one group.
+    times = [float(row[2]) for row in rows.values()]
+    assert times == sorted(times)
+    assert (
+        float(rows["topk × omgs scheduler.rule=optimal"][2])
+        <= float(rows["topk × allreduce"][2]) * 1.0001
+    )
+    assert "not combinable (1): topk × osp" in out  # OSP splits dense layers only
+    header = next(line for line in out.splitlines() if "4@1gbit" in line)
+    assert header.split()[-4:] == ["4@1gbit", "64@1gbit", "4@10gbit", "64@10gbit"]
+    baseline = next(
+        line for line in out.split("projected")[1].splitlines() if "none × wfbp" in line
+    )
+    assert baseline.split()[-4:] == ["1.00x"] * 4
+    assert f"plot: {plot}" in out and f"timeline: {timeline}" in out
+    assert _png_size(plot)[0] > 600
+    width, height = _png_size(timeline)
+    assert width > 500 and height > 400
 
 
 @pytest.mark.parametrize(
@@ -53,8 +74,11 @@ def test_simulate_prints_every_schedule_and_draws_a_png(gradsync_cmd, cli_env, t
         (["model=mlp", "trainer.no_such_key=1"], "no_such_key"),
         (["model=mlp", "--timeline", "out.txt"], "must end in .png"),
         (["model=mlp", "--fast"], "unknown option --fast"),
+        (["model=mlp", "--compressors", "zip"], "unknown compressor zip; valid: bf16"),
+        (["model=mlp", "--workers", "4,x"], "not a list of worker counts"),
+        (["model=mlp", "--algorithm", "butterfly"], "valid: ring, tree"),
     ],
-    ids=["unknown-key", "timeline-suffix", "unknown-option"],
+    ids=["unknown-key", "timeline-suffix", "unknown-option", "compressor", "workers", "algorithm"],
 )
 def test_simulate_rejects_bad_input_with_one_line_and_exit_2(gradsync_cmd, cli_env, args, message):
     result = run_cli(gradsync_cmd, "simulate", *args, env=cli_env)
@@ -65,37 +89,10 @@ def test_simulate_rejects_bad_input_with_one_line_and_exit_2(gradsync_cmd, cli_e
     assert not result.stdout
 
 
-def test_simulate_help_names_the_timeline_option(capsys):
+def test_simulate_help_names_its_options(capsys):
     assert simulate_cli.main(["--help"]) == 0
-    assert "--timeline FILE.png" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    ("runner", "scheduler", "second", "mu"),
-    [
-        ({}, {}, 1000 / 1.65, 1.65),  # no shaped link: 1gbit, and the paper's μ
-        ({"bandwidth": "100mbit"}, {"mu": 2.0}, 50.0, 2.0),
-        ({"bandwidth": "100mbit", "second_bandwidth": "25mbit"}, {"mu": 2.0}, 25.0, 4.0),
-    ],
-)
-def test_the_second_link_comes_from_the_runner_else_from_mu(runner, scheduler, second, mu):
-    cfg = OmegaConf.create({"runner": runner, "scheduler": scheduler})
-    _, fast, _, slow = simulate_cli._rates(cfg)
-    assert slow == pytest.approx(second) and fast / slow == pytest.approx(mu)
-
-
-def test_a_bad_second_bandwidth_is_a_config_error():
-    cfg = OmegaConf.create({"runner": {"second_bandwidth": "fast"}, "scheduler": {}})
-    with pytest.raises(ConfigError, match=r"runner\.second_bandwidth 'fast'"):
-        simulate_cli._rates(cfg)
-
-
-def test_ring_allreduce_costs():
-    alpha, beta = simulate_cli.ring_allreduce(rate_mbit=1000, workers=4)
-    # 2(n − 1) = 6 steps of 1/4 of the payload: 1.5 payloads cross one 1 Gbit/s link.
-    assert alpha == pytest.approx(6 * simulate_cli.HOP_LATENCY_S)
-    assert beta == pytest.approx(1.5 * 8 / 1e9)
-    assert simulate_cli.ring_allreduce(rate_mbit=1000, workers=1) == (0.0, 0.0)
+    out = capsys.readouterr().out
+    assert "--timeline FILE.png" in out and "--workers" in out and "--algorithm" in out
 
 
 def test_profile_tensors_times_every_tensor_in_backward_order():

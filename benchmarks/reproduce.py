@@ -1,0 +1,584 @@
+"""Each paper's headline comparison at small scale, one command per paper, under
+``runner=netem`` (real gloo workers in network namespaces on shaped links; needs root):
+
+    .venv/bin/python -m benchmarks.reproduce --write          # all five (make reproduce)
+    .venv/bin/python -m benchmarks.reproduce omgs osp --write # or some of them
+    .venv/bin/python -m benchmarks.reproduce --tables-only    # re-read results already there
+
+Every reproduction runs the sweeps of its ``conf/experiment/repro_<name>.yaml`` recipe through
+``gradsync run -m`` into ``benchmarks/results/<name>/runs/``, writes ``gradsync report`` into
+``benchmarks/results/<name>/report/``, and (with ``--write``) its section of BENCHMARKS.md: the
+command, the machine, our numbers beside the paper's, the plot, and for every run the iteration
+time that ``gradsync simulate``'s model predicts for it with the error against the measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.report import BENCHMARKS_MD, machine, write_section
+from gradsync.report.runs import Run, find_runs, override_values
+
+REPO = BENCHMARKS_MD.parent
+RESULTS = REPO / "benchmarks" / "results"
+TOOK_FILE = "took_seconds.txt"
+EXTRA_FILE = "extra.md"
+FASHION_MNIST_PACKAGE = Path("/usr/share/datasets/fashion-mnist")  # Debian dataset-fashion-mnist
+
+
+@dataclass(frozen=True)
+class Sweep:
+    folder: str
+    overrides: tuple[str, ...]
+    """On top of the recipe; comma lists sweep (``gradsync run -m``)."""
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    title: str
+    recipe: str
+    sweeps: tuple[Sweep, ...]
+    group_by: str
+    """``gradsync report --group-by`` keys."""
+    scaled_down: str
+    paper: str
+    """The paper's own numbers, as markdown."""
+    table: Callable[[list[Run], int], str]
+    """The section's table from the runs and ``skip_steps``."""
+    plot: str
+    """The report figure the section shows."""
+    skip_steps: int
+    """Log windows up to this step are warm-up (or profiling) and left out of timings."""
+    extra: Callable[[], str] | None = None
+    """A measurement outside the runs (in this process), appended to the section."""
+
+
+# ---- reading runs ------------------------------------------------------------------------------
+def label(run: Run) -> str:
+    """The run's own overrides, less the recipe's and Hydra's (``scheduler=omgs
+    scheduler.rule=paper``)."""
+    values = override_values(run.overrides)
+    return " ".join(
+        f"{k}={v}" for k, v in values.items() if k != "experiment" and not k.startswith("hydra")
+    )
+
+
+def steady_iteration(run: Run, skip_steps: int) -> float:
+    """Mean ``time/iteration`` of the log windows after ``skip_steps`` (warm-up, profiling)."""
+    windows = [r["time/iteration"] for r in run.records if "time/iteration" in r]
+    steps = [r["step"] for r in run.records if "time/iteration" in r]
+    late = [t for t, s in zip(windows, steps, strict=True) if s > skip_steps]
+    return statistics.mean(late or windows)
+
+
+def mean_of(run: Run, key: str, default: float = 0.0) -> float:
+    values = run.values(key)
+    return statistics.mean(values) if values else default
+
+
+def final_accuracy(run: Run) -> float:
+    accuracies = run.values("eval/accuracy")
+    return accuracies[-1] * 100 if accuracies else float("nan")
+
+
+def by_label(runs: Sequence[Run]) -> dict[str, Run]:
+    return {label(run): run for run in runs}
+
+
+# ---- the five reproductions --------------------------------------------------------------------
+SPARSIFIERS = ("none", "topk", "cltk", "threshold", "deft")
+
+
+# Figure 3 (ResNet-18, 16 GPUs): actual ÷ setup density; the threshold's is not restated.
+PAPER_DENSITY = {"none": "1", "topk": "13.59", "cltk": "1.00", "threshold": "–", "deft": "1.00"}
+
+
+def _deft_table(runs: list[Run], skip: int) -> str:
+    lines = [
+        "| compressor | workers | actual ÷ setup density (mean) | paper, 16 GPUs "
+        "| final accuracy (%) | iteration (ms) | MB sent/step/worker |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in sorted(
+        runs,
+        key=lambda r: (SPARSIFIERS.index(r.setting("compressor")), r.setting("trainer.workers")),
+    ):
+        density = run.setting("compressor.density") or 1.0
+        actual = mean_of(run, "comm/density_actual", 1.0) / density
+        lines.append(
+            f"| {run.setting('compressor')} | {run.setting('trainer.workers')} "
+            f"| {actual:.2f} | {PAPER_DENSITY[run.setting('compressor')]} "
+            f"| {final_accuracy(run):.2f} "
+            f"| {steady_iteration(run, skip) * 1e3:.1f} "
+            f"| {mean_of(run, 'comm/bytes_sent') / 1e6:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def _deft_selection() -> str:
+    """DEFT's selection on the slowest worker vs one full top-k, on a real ResNet-18 gradient."""
+    from benchmarks.sparsifiers import selection_table
+
+    return (
+        "Selection time (in this process, one thread, real ResNet-18 and VGG-16 (CIFAR) "
+        "gradients, density 0.01, median of 5):\n\n" + selection_table(0.01, [1, 2, 4, 8, 16], 5)
+    )
+
+
+TERNGRAD_NAMES = {
+    "compressor=none": "float (none)",
+    "compressor=terngrad": "TernGrad",
+    "compressor.clip=0": "TernGrad, no clipping",
+}
+PAPER_TOP1 = {"float (none)": "57.33", "TernGrad": "57.61", "TernGrad, no clipping": "54.63"}
+
+
+def _terngrad_table(runs: list[Run], skip: int) -> str:
+    lines = [
+        "| variant | final accuracy (%) | paper: AlexNet top-1 (%) | MB sent/step/worker "
+        "| vs float | iteration (ms) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    named = {TERNGRAD_NAMES.get(label(r).split()[-1], label(r)): r for r in runs}
+    dense = mean_of(named["float (none)"], "comm/bytes_sent")
+    for name, run in named.items():
+        sent = mean_of(run, "comm/bytes_sent")
+        lines.append(
+            f"| {name} | {final_accuracy(run):.2f} | {PAPER_TOP1.get(name, '–')} "
+            f"| {sent / 1e6:.3f} | {dense / sent:.1f}x fewer "
+            f"| {steady_iteration(run, skip) * 1e3:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+OMGS_NAMES = {
+    "scheduler=allreduce": "TopK-SGD",
+    "scheduler=lags": "LAGS",
+    "scheduler=mgs": "MGS",
+    "scheduler=omgs scheduler.rule=paper": "OMGS (paper)",
+    "scheduler=omgs scheduler.rule=optimal": "OMGS (optimal)",
+}
+
+
+# Tables V and VI, ResNet-50 on 16 GPUs and 1 GbE: (groups, speed-up over TopK-SGD).
+PAPER_OMGS = {
+    "TopK-SGD": ("1", "1.00x"),
+    "LAGS": ("161", "–"),
+    "MGS": ("53", "0.55x"),
+    "OMGS (paper)": ("2", "1.31x"),
+    "OMGS (optimal)": ("–", "–"),
+}
+
+
+def _omgs_table(runs: list[Run], skip: int) -> str:
+    named = {OMGS_NAMES[label(r)]: r for r in runs}
+    reference = steady_iteration(named["TopK-SGD"], skip)
+    lines = [
+        "| scheme | groups | paper: groups | iteration (ms) | speed-up vs TopK-SGD "
+        "| paper: speed-up |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in OMGS_NAMES.values():
+        run = named[name]
+        seconds = steady_iteration(run, skip)
+        lines.append(
+            f"| {name} | {mean_of(run, 'sched/groups', 1.0):.0f} | {PAPER_OMGS[name][0]} "
+            f"| {seconds * 1e3:.0f} | {reference / seconds:.2f}x | {PAPER_OMGS[name][1]} |"
+        )
+    return "\n".join(lines)
+
+
+DEFTSCHED_NAMES = {
+    "scheduler=wfbp": "WFBP (DDP)",
+    "scheduler=bytescheduler": "ByteScheduler",
+    "scheduler=usbyte": "US-Byte",
+    "scheduler=deft": "DeFT, 1 link",
+    "scheduler=deft scheduler.links=2": "DeFT, 2 links",
+}
+
+
+# Figure 10 and §V.C (16 A100s, 40 Gbps): DeFT's speed-up over PyTorch DDP across models.
+PAPER_DEFT = {"WFBP (DDP)": "1.00x", "DeFT, 2 links": "1.55–2.24x"}
+
+
+def _deftsched_table(runs: list[Run], skip: int) -> str:
+    timed = [r for r in runs if r.setting("dataset") == "synthetic"]
+    parity = [r for r in runs if r.setting("dataset") != "synthetic"]
+    named = {DEFTSCHED_NAMES[label(r)]: r for r in timed}
+    reference = steady_iteration(named["WFBP (DDP)"], skip)
+    lines = [
+        "| scheme | iteration (ms) | updates/iteration | speed-up vs WFBP | paper |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name in DEFTSCHED_NAMES.values():
+        run = named[name]
+        seconds = steady_iteration(run, skip)
+        updates = mean_of(run, "sched/update_applied", 1.0)
+        lines.append(
+            f"| {name} | {seconds * 1e3:.0f} | {updates:.2f} | {reference / seconds:.2f}x "
+            f"| {PAPER_DEFT.get(name, '–')} |"
+        )
+    lines += ["", "Accuracy parity (digits, CNN, 2 workers, 10 epochs):", ""]
+    lines += ["| scheduler | final accuracy (%) |", "|---|---:|"]
+    lines += [f"| {r.setting('scheduler')} | {final_accuracy(r):.2f} |" for r in parity]
+    return "\n".join(lines)
+
+
+OSP_ORDER = ("ps_bsp", "asp", "ssp", "osp")
+
+
+def _osp_table(runs: list[Run], skip: int) -> str:
+    named = {r.setting("scheduler"): r for r in runs}
+    reference = steady_iteration(named["ps_bsp"], skip)
+    workers = int(named["ps_bsp"].setting("trainer.workers"))
+    batch = int(named["ps_bsp"].setting("trainer.batch_size"))
+    lines = [
+        "| scheme | iteration (ms) | samples/s | speed-up vs BSP | final accuracy (%) "
+        "| unimportant fraction (mean) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in OSP_ORDER:
+        run = named[name]
+        seconds = steady_iteration(run, skip)
+        lines.append(
+            f"| {name} | {seconds * 1e3:.1f} | {workers * batch / seconds:.0f} "
+            f"| {reference / seconds:.2f}x | {final_accuracy(run):.2f} "
+            f"| {mean_of(run, 'sched/unimportant_fraction'):.3f} |"
+        )
+    return "\n".join(lines)
+
+
+REPRODUCTIONS: dict[str, Reproduction] = {
+    "deft": Reproduction(
+        title="DEFT: actual density, selection time and accuracy of the sparsifiers",
+        recipe="repro_deft",
+        sweeps=(
+            Sweep(
+                "sparsifiers",
+                (
+                    f"compressor={','.join(SPARSIFIERS[1:])}",
+                    "compressor.density=0.01",
+                    "trainer.workers=2,4",
+                ),
+            ),
+            Sweep("dense", ("compressor=none", "trainer.workers=2,4")),
+        ),
+        group_by="compressor,trainer.workers",
+        scaled_down="CNN on Fashion-MNIST (not ResNet-18/CIFAR-10), 2 and 4 workers (not 16), "
+        "one epoch, 100 Mbit/s links; selection time on real ResNet-18 and VGG-16 gradients "
+        "in one process",
+        paper="Top-k's actual density reaches 13.59× the setup density on ResNet-18 (16 GPUs); "
+        "DEFT and CLT-k stay at 1×; DEFT's selection speed-up over a full top-k grows "
+        "super-linearly with the workers; accuracy about that of dense training",
+        table=_deft_table,
+        plot="density.png",
+        skip_steps=20,
+        extra=_deft_selection,
+    ),
+    "terngrad": Reproduction(
+        title="TernGrad: bytes and accuracy of float, TernGrad and TernGrad without clipping",
+        recipe="repro_terngrad",
+        sweeps=(
+            Sweep("float_and_terngrad", ("compressor=none,terngrad",)),
+            Sweep("no_clipping", ("compressor=terngrad", "compressor.clip=0")),
+        ),
+        group_by="compressor,compressor.clip",
+        scaled_down="CNN on Fashion-MNIST (not AlexNet/ImageNet), 4 workers, 2 epochs, SGD with "
+        "momentum, 100 Mbit/s links",
+        paper="AlexNet top-1 (Table 2, 2 workers): float 57.33%, TernGrad 57.61%, TernGrad "
+        "without clipping 54.63%; TernGrad sends 2 bits per element (16× fewer than float)",
+        table=_terngrad_table,
+        plot="eval_vs_step.png",
+        skip_steps=20,
+    ),
+    "omgs": Reproduction(
+        title="OMGS: iteration time of TopK-SGD, LAGS, MGS and OMGS",
+        recipe="repro_omgs",
+        sweeps=(
+            Sweep("unmerged_and_mgs", ("scheduler=allreduce,lags,mgs",)),
+            Sweep("omgs", ("scheduler=omgs", "scheduler.rule=paper,optimal")),
+        ),
+        group_by="scheduler,scheduler.rule",
+        scaled_down="ResNet-18 on synthetic 32×32 images, batch 8, 4 workers (not 16 GPUs), "
+        "25 steps, 100 Mbit/s links (not 1 GbE)",
+        paper="Table VI (16 GPUs, 1 GbE), ResNet-50: TopK-SGD 0.666 s, MGS 1.217 s, OMGS "
+        "0.507 s (1.31× over TopK-SGD); VGG-16: 0.336 / 0.523 / 0.331 s (1.02×)",
+        table=_omgs_table,
+        plot="time_breakdown.png",
+        skip_steps=10,
+    ),
+    "deftsched": Reproduction(
+        title="DeFT: throughput of WFBP, ByteScheduler, US-Byte and DeFT",
+        recipe="repro_deftsched",
+        sweeps=(
+            Sweep("schedulers", ("scheduler=wfbp,bytescheduler,usbyte,deft",)),
+            Sweep("two_links", ("scheduler=deft", "scheduler.links=2")),
+            Sweep(
+                "parity",
+                (
+                    "scheduler=wfbp,deft",
+                    "model=cnn",
+                    "dataset=digits",
+                    "trainer.workers=2",
+                    "trainer.batch_size=32",
+                    "trainer.max_steps=null",
+                    "trainer.epochs=10",
+                    "trainer.log_every=10",
+                    "runner.bandwidth=1gbit",
+                ),
+            ),
+        ),
+        group_by="scheduler,scheduler.links,dataset",
+        scaled_down="ResNet-18 on synthetic 32×32 images, batch 8, 4 workers (not 16 A100s), "
+        "500 + 300 Mbit/s links (not 40 Gbps), 32 steps; parity on digits, 10 epochs",
+        paper="Figure 10 (16 A100s, 40 Gbps): DeFT 1.33–2.24× over DDP, ByteScheduler and "
+        "US-Byte, e.g. ResNet-101 +33–73%; about no accuracy loss",
+        table=_deftsched_table,
+        plot="throughput.png",
+        skip_steps=12,
+    ),
+    "osp": Reproduction(
+        title="OSP: throughput and accuracy of BSP, ASP, SSP and OSP",
+        recipe="repro_osp",
+        sweeps=(Sweep("parameter_server", ("scheduler=ps_bsp,asp,ssp,osp",)),),
+        group_by="scheduler",
+        scaled_down="CNN on digits (not ResNet-50/CIFAR-10), 4 workers + 1 server (not 8), "
+        "10 epochs, 20 Mbit/s links",
+        paper="Up to 50% higher throughput than BSP, ASP and R²SP with no accuracy loss "
+        "(Fig. 6–7, per-figure numbers lost); ASP has the worst accuracy",
+        table=_osp_table,
+        plot="eval_vs_time.png",
+        skip_steps=5,
+    ),
+}
+
+
+# ---- running -----------------------------------------------------------------------------------
+def gradsync(*args: str) -> str:
+    """A gradsync command as a user types it, its output; a failure stops the reproduction
+    with its error output."""
+    command = [str(Path(sys.executable).parent / "gradsync"), *args]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, cwd=REPO)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
+    return result.stdout
+
+
+def ensure_fashion_mnist() -> None:
+    """torchvision reads Fashion-MNIST from uncompressed idx files under ``data/``; unpack the
+    Debian package's copy there when it is missing (no download is possible offline)."""
+    raw = Path(os.environ.get("GRADSYNC_DATA", REPO / "data")) / "FashionMNIST" / "raw"
+    names = [
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+    ]
+    if all((raw / n).exists() for n in names):
+        return
+    if not FASHION_MNIST_PACKAGE.is_dir():
+        raise SystemExit(
+            f"Fashion-MNIST is not under {raw}: put its four idx files there, or install the "
+            "Debian package dataset-fashion-mnist"
+        )
+    raw.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        with (
+            gzip.open(FASHION_MNIST_PACKAGE / f"{name}.gz") as packed,
+            open(raw / name, "wb") as out,
+        ):
+            shutil.copyfileobj(packed, out)
+
+
+def run_sweeps(name: str, reproduction: Reproduction) -> float:
+    """Run every sweep afresh into ``results/<name>/runs``; the wall seconds it took."""
+    runs_dir = RESULTS / name / "runs"
+    shutil.rmtree(runs_dir, ignore_errors=True)
+    start = time.monotonic()
+    for sweep in reproduction.sweeps:
+        gradsync(
+            "run",
+            "-m",
+            f"experiment={reproduction.recipe}",
+            *sweep.overrides,
+            f"hydra.sweep.dir={runs_dir / sweep.folder}",
+        )
+    seconds = time.monotonic() - start
+    (RESULTS / name / TOOK_FILE).write_text(f"{seconds:.0f}\n")
+    return seconds
+
+
+def write_report(name: str, reproduction: Reproduction) -> None:
+    results = RESULTS / name
+    gradsync(
+        "report",
+        str(results / "runs"),
+        "--out",
+        str(results / "report"),
+        "--group-by",
+        reproduction.group_by,
+    )
+
+
+def section(name: str, reproduction: Reproduction) -> str:
+    runs = find_runs([RESULTS / name / "runs"])
+    took_file = RESULTS / name / TOOK_FILE
+    took = f", runs took {int(took_file.read_text()) / 60:.1f} min" if took_file.exists() else ""
+    plot = f"benchmarks/results/{name}/report/{reproduction.plot}"
+    parts = [
+        f"`python -m benchmarks.reproduce {name} --write` (recipe `experiment="
+        f"{reproduction.recipe}`; runs and `gradsync report` in `benchmarks/results/{name}/`)"
+        f" — {machine()}{took}",
+        "",
+        f"Scaled down: {reproduction.scaled_down}.",
+        "",
+        f"Paper: {reproduction.paper}.",
+        "",
+        reproduction.table(runs, reproduction.skip_steps),
+    ]
+    extra = RESULTS / name / EXTRA_FILE
+    if extra.exists():
+        parts += ["", extra.read_text().rstrip()]
+    parts += ["", f"![{reproduction.plot}]({plot})"]
+    return "\n".join(parts)
+
+
+# ---- the simulator against the runs, and projected to large clusters --------------------------
+VALIDATION_TOLERANCE = 0.20
+PROJECTION = (
+    "model=resnet50",
+    "dataset=synthetic",
+    "trainer.batch_size=32",
+    "--workers",
+    "16,64,256,512",
+    "--bandwidths",
+    "1gbit,10gbit,100gbit",
+)
+
+
+def validation() -> str:
+    """Every run of the five reproductions: its measured iteration beside what ``gradsync
+    simulate``'s model predicts for its own config (profiled here with as many processes)."""
+    from gradsync.projection.jobs import Predictor
+
+    rows = []
+    with Predictor() as predictor:
+        for name, reproduction in REPRODUCTIONS.items():
+            for run in find_runs([RESULTS / name / "runs"]):
+                measured = steady_iteration(run, reproduction.skip_steps)
+                estimate = predictor.estimate(
+                    run.config,
+                    scheduler=str(run.setting("scheduler")),
+                    compressor=str(run.setting("compressor")),
+                )
+                rows.append((name, label(run), measured, estimate.iteration))
+    errors = [abs(p - m) / m for *_, m, p in rows]
+    within = sum(e <= VALIDATION_TOLERANCE for e in errors)
+    lines = [
+        f"{within} of {len(rows)} predictions within {VALIDATION_TOLERANCE:.0%} of the measured "
+        f"iteration time (median error {statistics.median(errors):.1%}, largest "
+        f"{max(errors):.1%}).",
+        "",
+        "| reproduction | run | measured (ms) | predicted (ms) | error |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for (name, run_label, measured, predicted), error in zip(rows, errors, strict=True):
+        flag = "" if error <= VALIDATION_TOLERANCE else " **"
+        lines.append(
+            f"| {name} | {run_label or '(recipe)'} | {measured * 1e3:.1f} | {predicted * 1e3:.1f} "
+            f"| {(predicted - measured) / measured:+.1%}{flag} |"
+        )
+    _draw_validation(rows, RESULTS / "validation.png")
+    lines += ["", "![predicted against measured](benchmarks/results/validation.png)"]
+    return "\n".join(lines)
+
+
+def _draw_validation(rows: list[tuple[str, str, float, float]], path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(5.5, 5), layout="constrained")
+    ax = figure.subplots()
+    for name in REPRODUCTIONS:
+        points = [(m * 1e3, p * 1e3) for n, _, m, p in rows if n == name]
+        if points:
+            ax.scatter(*zip(*points, strict=True), label=name)
+    low = min(min(m, p) for *_, m, p in rows) * 1e3 * 0.7
+    high = max(max(m, p) for *_, m, p in rows) * 1e3 * 1.4
+    ax.plot([low, high], [low, high], color="black", linewidth=0.8)
+    for factor in (1 - VALIDATION_TOLERANCE, 1 + VALIDATION_TOLERANCE):
+        ax.plot([low, high], [low * factor, high * factor], color="grey", linestyle="--")
+    ax.set(xscale="log", yscale="log", xlabel="measured iteration (ms)")
+    ax.set_ylabel("predicted iteration (ms)")
+    ax.legend(fontsize=8)
+    figure.savefig(path, dpi=110)
+
+
+def projection() -> str:
+    """``gradsync simulate`` on a ResNet-50 profiled here, projected to 16–512 workers."""
+    plot = RESULTS / "projection.png"
+    command = ["simulate", *PROJECTION, "--plot", str(plot)]
+    output = gradsync(*command)
+    (RESULTS / "projection.txt").write_text(output)
+    shown = " ".join([*command[:-1], "benchmarks/results/projection.png"])
+    return (
+        f"`gradsync {shown}`\n\n```\n{output.rstrip()}\n```\n\n"
+        "![projected speed-up](benchmarks/results/projection.png)"
+    )
+
+
+STEPS: dict[str, tuple[str, Callable[[], str]]] = {
+    "validation": ("Simulator against the reproductions' runs", validation),
+    "projection": ("Projected speed-up over dense DDP at 16–512 workers", projection),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "names",
+        nargs="*",
+        help=f"any of {', '.join([*REPRODUCTIONS, *STEPS])} (default: all, in that order)",
+    )
+    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    parser.add_argument(
+        "--tables-only", action="store_true", help="re-read the results already there; run nothing"
+    )
+    args = parser.parse_args()
+    valid = [*REPRODUCTIONS, *STEPS]
+    unknown = sorted(set(args.names) - set(valid))
+    if unknown:
+        parser.error(f"unknown reproduction(s) {unknown}; valid: {', '.join(valid)}")
+    if not args.tables_only:
+        ensure_fashion_mnist()
+    for name in args.names or valid:
+        if name in STEPS:
+            title, make = STEPS[name]
+            body = f"`python -m benchmarks.reproduce {name} --write` — {machine()}\n\n{make()}"
+            print(f"## {title}\n\n{body}\n", flush=True)
+            if args.write:
+                write_section(f"reproduce_{name}", title, body)
+            continue
+        reproduction = REPRODUCTIONS[name]
+        if not args.tables_only:
+            run_sweeps(name, reproduction)
+            write_report(name, reproduction)
+            if reproduction.extra is not None:  # measured once, with the runs
+                (RESULTS / name / EXTRA_FILE).write_text(reproduction.extra() + "\n")
+        body = section(name, reproduction)
+        print(f"## {reproduction.title}\n\n{body}\n", flush=True)
+        if args.write:
+            write_section(f"reproduce_{name}", reproduction.title, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""A cluster as the cost models see it, and what one collective costs on it (α-β models).
+
+Every worker has one network link of ``bandwidth`` bits/s and a per-message ``latency``. With
+``gpus_per_node`` > 1 the workers are grouped into nodes whose GPUs talk at ``intra_bandwidth``;
+a collective then runs inside each node first and between the nodes after (the TernGrad paper's
+appendix B). ``algorithm`` is the collective algorithm between nodes:
+
+* ``ring``: all-reduce in 2(n−1) steps of M/n each; all-gather in n−1 steps of one payload.
+* ``tree``: recursive doubling, log2(n) steps. For an all-reduce every step carries the whole
+  message, ``log2(n)·(λ + M/B)``: appendix B's ``t_inter``. An all-gather doubles what it carries
+  each step, so its bytes equal the ring's but it pays only log2(n) start-ups.
+
+A parameter server takes every worker's push and answers every pull on its own full-duplex link,
+so with ``servers`` shards a synchronous round costs about ``n·M/(servers·B)`` per direction,
+the two directions overlapping between rounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+ALGORITHMS = ("ring", "tree")
+LAN_LATENCY_S = 5e-5  # one message's start-up on a local network (as gradsync plan assumes)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    workers: int
+    bandwidth_bps: float
+    """Each worker's network link, bits per second."""
+    latency_s: float = LAN_LATENCY_S
+    algorithm: str = "ring"
+    gpus_per_node: int = 1
+    intra_bandwidth_bps: float = 0.0
+    """Between the GPUs of one node (appendix B's B_g); only used when gpus_per_node > 1."""
+    servers: int = 1
+    second_bandwidth_bps: float | None = None
+    """A second link (DeFT's), when the cluster has one."""
+    shared_host_cores: int | None = None
+    """All processes run on one host of this many cores (this machine under runner=netem):
+    compute is profiled with as many processes at once. None: every worker has its own."""
+    call_s: Mapping[str, float] = field(default_factory=dict)
+    """Measured seconds of a one-element ``all_reduce``, ``all_gather`` or ``broadcast``
+    between these workers (a shared host's shaped links), paid by every such call instead of
+    the start-ups of the formulas below."""
+    sync_s: float = 0.0
+    """Added once per synchronous iteration: waiting for the last worker's share of the
+    cores, on a shared host."""
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if not self.bandwidth_bps > 0:
+            raise ValueError(f"bandwidth must be > 0, got {self.bandwidth_bps}")
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(
+                f"unknown collective algorithm {self.algorithm!r}; valid: {', '.join(ALGORITHMS)}"
+            )
+        if self.gpus_per_node < 1 or self.workers % self.gpus_per_node:
+            raise ValueError(
+                f"gpus_per_node={self.gpus_per_node} must be >= 1 and divide the "
+                f"{self.workers} workers"
+            )
+        if self.gpus_per_node > 1 and not self.intra_bandwidth_bps > 0:
+            raise ValueError("a cluster with several GPUs per node needs intra_bandwidth")
+        if self.latency_s < 0:
+            raise ValueError(f"latency must be >= 0, got {self.latency_s}")
+
+    @property
+    def nodes(self) -> int:
+        return self.workers // self.gpus_per_node
+
+    def with_workers(self, workers: int) -> Cluster:
+        return replace(self, workers=workers)
+
+    def second_link(self) -> Cluster | None:
+        if self.second_bandwidth_bps is None:
+            return None
+        return replace(self, bandwidth_bps=self.second_bandwidth_bps, second_bandwidth_bps=None)
+
+    # ---- collectives: seconds for one worker, given the bytes it contributes -----------------
+    def _start_up(self, op: str, formula: float) -> float:
+        return self.call_s.get(op, formula)
+
+    def all_reduce(self, nbytes: float) -> float:
+        if self.workers == 1:
+            return 0.0
+        intra = _intra_all_reduce(nbytes, self.gpus_per_node, self.intra_bandwidth_bps)
+        return intra + self._between_nodes_all_reduce(nbytes, self.nodes)
+
+    def all_gather(self, nbytes: float) -> float:
+        """Every worker contributes ``nbytes`` and receives everyone's."""
+        if self.workers == 1:
+            return 0.0
+        g = self.gpus_per_node
+        intra = (g - 1) * nbytes * 8 / self.intra_bandwidth_bps if g > 1 else 0.0
+        # Between nodes each node's whole share (g payloads) travels.
+        n = self.nodes
+        if n == 1:
+            return intra
+        starts = (n - 1 if self.algorithm == "ring" else math.ceil(math.log2(n))) * self.latency_s
+        wire = (n - 1) * g * nbytes * 8 / self.bandwidth_bps
+        return intra + self._start_up("all_gather", starts) + wire
+
+    def broadcast(self, nbytes: float) -> float:
+        n = self.workers
+        if n == 1:
+            return 0.0
+        hops = math.ceil(math.log2(n))
+        start = self._start_up("broadcast", hops * self.latency_s)
+        return start + hops * nbytes * 8 / self.bandwidth_bps
+
+    def push_pull(self, push_bytes: float, pull_bytes: float) -> float:
+        """One synchronous parameter-server round in the steady state: every worker pushes,
+        then pulls. A server's link is full duplex: while it sends a round's pulls, the
+        workers it has served push the next round's gradients, so a round costs the busier
+        direction for every worker plus the other direction for one."""
+        busier = self.servers_busy(push_bytes, pull_bytes)
+        other = min(push_bytes, pull_bytes) / self.servers * 8 / self.bandwidth_bps
+        return 2 * self.latency_s + busier + other
+
+    def servers_busy(self, push_bytes: float, pull_bytes: float) -> float:
+        """Seconds each server's link needs per round for everyone's traffic (incast): the
+        least an asynchronous round can take."""
+        per_server = self.workers / self.servers
+        return per_server * max(push_bytes, pull_bytes) * 8 / self.bandwidth_bps
+
+    def own_push_pull(self, push_bytes: float, pull_bytes: float) -> float:
+        """One worker's push and pull when the server's link is free (asynchronous servers)."""
+        wire = (push_bytes + pull_bytes) * 8 / self.bandwidth_bps
+        return 2 * self.latency_s + wire
+
+    def _between_nodes_all_reduce(self, nbytes: float, n: int) -> float:
+        if n == 1:
+            return 0.0
+        if self.algorithm == "ring":
+            steps = 2 * (n - 1)
+            start = self._start_up("all_reduce", steps * self.latency_s)
+            return start + steps / n * nbytes * 8 / self.bandwidth_bps
+        hops = math.ceil(math.log2(n))
+        start = self._start_up("all_reduce", hops * self.latency_s)
+        return start + hops * nbytes * 8 / self.bandwidth_bps
+
+
+def _intra_all_reduce(nbytes: float, gpus: int, bandwidth_bps: float) -> float:
+    """Appendix B's ``t_intra`` without the CPU copy: log2(N_g)·M/B_g."""
+    if gpus == 1:
+        return 0.0
+    return math.ceil(math.log2(gpus)) * nbytes * 8 / bandwidth_bps

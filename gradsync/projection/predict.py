@@ -1,0 +1,300 @@
+"""Iteration time of one compressor × scheduler on one cluster, from the model's profile.
+
+Each scheduler has one model here, chosen by name (the same names as ``scheduler=``):
+
+* ``allreduce``: backward, then compress and exchange the whole gradient (no overlap).
+* ``wfbp``, ``bytescheduler``, ``usbyte``, ``deft``: the discrete-event simulator
+  (``sync/simulator.py``) on buckets of the scheduler's own size, each bucket's communication
+  priced by the compressor's measured wire format on the cluster.
+* ``lags``, ``mgs``, ``omgs``: the OMGS paper's timeline (eqs. 5–9, ``sync/merge_plans.py``) of
+  the plan each rule makes, with γ from the compressor's measured selection time and α, β of an
+  all-gather on the cluster.
+* ``ps_bsp``: compute, then every worker pushes its (compressed) gradient and pulls dense
+  parameters through the servers' full-duplex links (incast; ``Cluster.push_pull``).
+* ``asp``, ``ssp``: no barrier, so an iteration takes the longer of one worker's own compute +
+  push + pull and the servers' links carrying everyone's traffic once.
+* ``osp``: ps_bsp for the important layers; the unimportant ones travel behind the next
+  iteration's compute (ICS). They are the smallest layers that fit in U_max (OSP moves whole
+  layers; the loss factor of its schedule is taken at its best, 1).
+
+Every iteration also pays the optimizer update once (on the server for the parameter servers)
+and loading its batch; on a shared host, schedulers whose workers meet every iteration also
+wait for the slowest worker's share of the cores (``Cluster.sync_s``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig
+
+from gradsync.projection.cluster import Cluster
+from gradsync.projection.profile import ModelProfile
+from gradsync.projection.wire import Wire
+
+if TYPE_CHECKING:
+    from gradsync.sync.buckets import Buckets
+    from gradsync.sync.costs import CostModel
+    from gradsync.sync.merge_plans import Layers
+    from gradsync.sync.simulator import BucketTimes, Prediction
+
+MIB = 2**20
+SIMULATED_ITERATIONS = 30
+MAX_DEFT_BUCKETS = 256  # splitting further only slows the knapsacks down
+DEFAULT_MU = 1.65  # the DeFT paper's slow-link factor, when the cluster has no second link
+
+
+@dataclass(frozen=True)
+class Job:
+    profile: ModelProfile
+    cluster: Cluster
+    wire: Wire
+    scheduler: DictConfig
+    """The composed ``scheduler`` options."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    iteration: float
+    """Seconds per iteration in the steady state."""
+    updates_per_iteration: float = 1.0
+    simulated: Prediction | None = field(default=None, compare=False)
+    """The simulator's prediction (with its timeline), for the bucketed schedules."""
+
+    def samples_per_s(self, batch_size: int, workers: int) -> float:
+        return batch_size * workers / self.iteration
+
+
+# ---- bucketed schedules: the discrete-event simulator ------------------------------------------
+def _bucket_times(job: Job, buckets: Buckets) -> BucketTimes:
+    from gradsync.sync.simulator import BucketTimes
+
+    p = job.profile
+    comm = [
+        job.wire.exchange_seconds(job.cluster, buckets.numel(b)) if job.cluster.workers > 1 else 0
+        for b in range(len(buckets))
+    ]
+    return BucketTimes(
+        forward=tuple(buckets.spread(p.forward, p.sizes)),
+        backward=tuple(buckets.spread(p.backward, p.sizes)),
+        comm=tuple(comm),
+    )
+
+
+def _buckets(job: Job, elements: float) -> Buckets:
+    from gradsync.sync.buckets import Buckets
+
+    return Buckets.partition(job.profile.sizes, max(1, int(elements)))
+
+
+def _start_up(job: Job) -> float:
+    """One message's fixed cost: an exchange of nothing."""
+    return job.wire.exchange_seconds(job.cluster, 0)
+
+
+def _allreduce(job: Job) -> Estimate:
+    p = job.profile
+    comm = job.wire.exchange_seconds(job.cluster, p.numel) if job.cluster.workers > 1 else 0.0
+    return Estimate(p.compute + comm)
+
+
+def _wfbp(job: Job) -> Estimate:
+    from gradsync.sync.simulator import wfbp
+
+    elements = float(job.scheduler.get("bucket_mb", 25.0)) * MIB / job.profile.element_bytes
+    prediction = wfbp(_bucket_times(job, _buckets(job, elements)), SIMULATED_ITERATIONS)
+    return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
+
+
+def _bytescheduler(job: Job) -> Estimate:
+    from gradsync.sync.simulator import bytescheduler
+
+    times = _bucket_times(job, _buckets(job, int(job.scheduler.partition_size)))
+    prediction = bytescheduler(
+        times, partitions=1, iterations=SIMULATED_ITERATIONS, alpha=_start_up(job)
+    )
+    return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
+
+
+def _usbyte(job: Job) -> Estimate:
+    from gradsync.sync.buckets import PARTITION_SIZE
+    from gradsync.sync.simulator import usbyte
+
+    times = _bucket_times(job, _buckets(job, PARTITION_SIZE))
+    prediction = usbyte(times, SIMULATED_ITERATIONS, alpha=_start_up(job))
+    return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
+
+
+def _deft(job: Job) -> Estimate:
+    from gradsync.sync.simulator import deft
+
+    buckets = _buckets(job, int(job.scheduler.get("partition_size") or 6_500_000))
+    times = _bucket_times(job, buckets)
+    two_links = int(job.scheduler.get("links", 1)) == 2
+    mu = _mu(job) if two_links else None
+    # The smallest knapsack is the forward window (on the slow link when there are two).
+    window = sum(times.forward) / max(mu or 1.0, 1.0)
+    alpha = _start_up(job)
+    if window > alpha:  # DeFT's step (3): buckets too long for that window are split
+        room = max(window - alpha, sum(times.comm) / MAX_DEFT_BUCKETS)
+        times = _bucket_times(job, buckets.refine([c - alpha for c in times.comm], room))
+    prediction = deft(times, SIMULATED_ITERATIONS, mu=mu)
+    return Estimate(
+        prediction.iteration + job.profile.update, prediction.update_frequency, prediction
+    )
+
+
+def _mu(job: Job) -> float:
+    """How many times longer a bucket takes on the second link."""
+    if job.scheduler.get("mu"):
+        return float(job.scheduler.mu)
+    second = job.cluster.second_link()
+    if second is None:
+        return DEFAULT_MU
+    return job.cluster.bandwidth_bps / second.bandwidth_bps
+
+
+# ---- merged sparse groups: the OMGS timeline ---------------------------------------------------
+PlanRule = Callable[["Layers", "CostModel"], list[int]]
+
+
+def _merged(plan_of: PlanRule) -> Callable[[Job], Estimate]:
+    def model(job: Job) -> Estimate:
+        from gradsync.sync.costs import CostModel
+        from gradsync.sync.merge_plans import Layers, iteration_seconds
+
+        p, wire, cluster = job.profile, job.wire, job.cluster
+        # OMGS's cost model in this job's terms: α the start-ups of one exchange, β per byte
+        # of it, γ from the compressor's measured time (TKPM's ρ·d·log2 d).
+        alpha = wire.transfer_seconds(cluster, 0)
+        beta = (wire.transfer_seconds(cluster, p.numel) - alpha) / max(wire.bytes_sent(p.numel), 1)
+        gamma = wire.compress_seconds / (wire.density * p.numel * _log2(p.numel))
+        cost = CostModel(
+            gamma=gamma,
+            alpha=alpha,
+            beta=beta,
+            density=wire.density,
+            bytes_per_element=wire.bytes_sent(1) / wire.density,
+        )
+        layers = Layers(backward=p.backward, sizes=p.sizes)
+        plan = plan_of(layers, cost)
+        seconds = iteration_seconds(plan, layers, cost, sum(p.forward)) + p.update
+        return Estimate(seconds)
+
+    return model
+
+
+def _log2(n: int) -> float:
+    import math
+
+    return math.log2(n) if n > 1 else 1.0
+
+
+def _lags(layers: Layers, cost: CostModel) -> list[int]:
+    from gradsync.sync.merge_plans import no_merge
+
+    return no_merge(layers, cost)
+
+
+def _omgs_rule(job_rule: str) -> PlanRule:
+    from gradsync.sync.merge_plans import OMGS_RULES
+
+    return OMGS_RULES[job_rule]
+
+
+def _omgs(job: Job) -> Estimate:
+    return _merged(_omgs_rule(str(job.scheduler.get("rule", "paper"))))(job)
+
+
+def _mgs(job: Job) -> Estimate:
+    from gradsync.sync.merge_plans import threshold_groups
+
+    threshold = int(job.scheduler.get("threshold", 8192))
+    return _merged(lambda layers, _: threshold_groups(layers.sizes, threshold))(job)
+
+
+# ---- parameter servers -------------------------------------------------------------------------
+def _push_pull(job: Job, fraction: float = 1.0) -> tuple[float, float]:
+    """(bytes one worker pushes, bytes it pulls) for ``fraction`` of the model."""
+    p = job.profile
+    return job.wire.bytes_sent(p.numel) * fraction, p.numel * p.element_bytes * fraction
+
+
+def _compute_and_compress(job: Job) -> float:
+    p = job.profile
+    return sum(p.forward) + sum(p.backward) + job.wire.compress_seconds
+
+
+def _ps_bsp(job: Job) -> Estimate:
+    return Estimate(
+        _compute_and_compress(job) + job.cluster.push_pull(*_push_pull(job)) + job.profile.update
+    )
+
+
+def _asynchronous(job: Job) -> Estimate:
+    own = _compute_and_compress(job) + job.cluster.own_push_pull(*_push_pull(job))
+    return Estimate(max(own, job.cluster.servers_busy(*_push_pull(job))) + job.profile.update)
+
+
+def _osp(job: Job) -> Estimate:
+    from gradsync.sync.osp_core import umax_bytes
+
+    p, cluster = job.profile, job.cluster
+    bandwidth = float(job.scheduler.get("bandwidth") or 0) or cluster.bandwidth_bps / 8
+    compute = sum(p.forward) + sum(p.backward)
+    budget = job.scheduler.get("budget")
+    cap = float(job.scheduler.get("max_unimportant", 0.8))
+    model_bytes = p.numel * p.element_bytes
+    if budget is not None:
+        allowed = float(budget) * model_bytes
+    else:
+        allowed = umax_bytes(bandwidth, compute, cluster.workers, model_bytes, cap=cap)
+    fraction = _smallest_layers_within(p, allowed) / model_bytes
+    important = cluster.push_pull(*_push_pull(job, 1 - fraction))
+    background = cluster.servers_busy(*_push_pull(job, fraction))
+    return Estimate(max(compute + important, background) + p.update)
+
+
+def _smallest_layers_within(profile: ModelProfile, allowed: float) -> float:
+    """Bytes of the smallest whole layers whose total stays within ``allowed``."""
+    total = 0.0
+    for size in sorted(profile.sizes):
+        nbytes = size * profile.element_bytes
+        if total + nbytes > allowed:
+            break
+        total += nbytes
+    return total
+
+
+SCHEDULER_MODELS: dict[str, Callable[[Job], Estimate]] = {
+    "allreduce": _allreduce,
+    "wfbp": _wfbp,
+    "bytescheduler": _bytescheduler,
+    "usbyte": _usbyte,
+    "deft": _deft,
+    "lags": _merged(_lags),
+    "mgs": _mgs,
+    "omgs": _omgs,
+    "ps_bsp": _ps_bsp,
+    "asp": _asynchronous,
+    "ssp": _asynchronous,
+    "osp": _osp,
+}
+
+
+# Workers of these meet every iteration, so each waits for the slowest's share of a shared host.
+IN_LOCKSTEP = frozenset(SCHEDULER_MODELS) - {"asp", "ssp"}
+
+
+def predict(scheduler: str, job: Job) -> Estimate:
+    try:
+        model = SCHEDULER_MODELS[scheduler]
+    except KeyError:
+        raise ValueError(
+            f"no cost model for scheduler {scheduler!r}; valid: {', '.join(SCHEDULER_MODELS)}"
+        ) from None
+    estimate = model(job)
+    waits = job.cluster.sync_s if scheduler in IN_LOCKSTEP and job.cluster.workers > 1 else 0.0
+    return replace(estimate, iteration=estimate.iteration + job.profile.data + waits)

@@ -1,0 +1,255 @@
+"""A profile of the real model on this machine: per-tensor forward and backward seconds, sizes,
+the optimizer's update time, and one real gradient (for measuring what compressors send).
+
+On a shared host (every worker of a ``runner=netem`` job on this machine) the profile is taken
+while as many other processes as the job has run the same training step: the cores are shared
+the same way as in the job, so the compute times include that contention.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from torch import Tensor, nn
+
+PROFILE_STEPS = 5
+NETEM_RUNNER = "runners.netem.NetemRunner"
+LOAD_READY_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    model: str
+    sizes: tuple[int, ...]
+    """Elements of every trainable tensor, in backward order (output side first)."""
+    forward: tuple[float, ...]
+    backward: tuple[float, ...]
+    update: float
+    """Seconds of one optimizer step over the whole model."""
+    data: float
+    """Seconds to load one batch in the training process (0 with loader worker processes,
+    which prefetch it)."""
+    batch_size: int
+    element_bytes: int
+    processes: int
+    """Processes computing at once while this was measured."""
+
+    @property
+    def compute(self) -> float:
+        return sum(self.forward) + sum(self.backward) + self.update
+
+    @property
+    def numel(self) -> int:
+        return sum(self.sizes)
+
+
+@dataclass(frozen=True)
+class ProfiledJob:
+    profile: ModelProfile
+    gradient: Tensor
+    """The flat gradient of one step, in model order (as compressors see it)."""
+    layer_sizes: tuple[int, ...]
+    """Its tensors' sizes, in model order."""
+
+
+def training_step(cfg: DictConfig) -> tuple[nn.Module, Callable[[], Tensor], list[Tensor]]:
+    model, loss, params, _ = _job_parts(cfg)
+    return model, loss, params
+
+
+def _job_parts(
+    cfg: DictConfig,
+) -> tuple[nn.Module, Callable[[], Tensor], list[Tensor], Callable[[], object]]:
+    """The job's model, one step's loss on a real batch, its parameters, and a function that
+    loads a batch as the training loop does."""
+    import torch
+    from torch.utils.data import DataLoader, default_collate
+
+    from gradsync.tasks import build_task
+    from gradsync.train.build import build_data, build_model
+
+    torch.set_num_threads(int(cfg.trainer.threads_per_worker))
+    torch.manual_seed(int(cfg.trainer.seed))
+    data = build_data(cfg)
+    model = build_model(cfg, data.spec)
+    task = build_task(data.spec)
+    batch_size = int(cfg.trainer.batch_size)
+    batch = tuple(default_collate([data.train[i] for i in range(batch_size)]))
+    params = [p for p in model.parameters() if p.requires_grad]
+    batches = iter(DataLoader(data.train, batch_size=batch_size, shuffle=True, drop_last=True))
+    return model, lambda: task.loss(model, batch), params, lambda: next(batches)
+
+
+def _keep_computing(config_yaml: str, ready: mp.Event, stop: mp.Event) -> None:
+    """A stand-in for another worker of the job: train steps until told to stop."""
+    cfg = OmegaConf.create(config_yaml)
+    model, loss, _ = training_step(cfg)
+    ready.set()
+    while not stop.is_set():
+        loss().backward()
+        model.zero_grad(set_to_none=True)
+
+
+@dataclass(frozen=True)
+class SharedHostDelays:
+    """What the cost model cannot derive on this host, measured with the job's own workers,
+    steps and links (``link_probe.py``): the first collective after the compute waits for
+    the last worker to finish its share of the cores (``sync``, once per iteration), and
+    every collective call pays a fixed cost (``calls``: seconds of a one-element
+    ``all_reduce``, ``all_gather`` and ``broadcast``). Bandwidth is left to the formulas:
+    one-element messages carry none, and larger probes would fit in the shaper's burst."""
+
+    sync: float
+    calls: dict[str, float]
+
+
+def probe_links(cfg: DictConfig, workers: int) -> SharedHostDelays:
+    """Run ``workers`` link probes on this host: in namespaces on links shaped like the job's
+    under runner=netem, over loopback otherwise."""
+    if workers < 2:
+        return SharedHostDelays(sync=0.0, calls={})
+    with tempfile.TemporaryDirectory() as scratch, ExitStack() as stack:
+        config, out = Path(scratch) / "job.yaml", Path(scratch) / "result.json"
+        config.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        argv = [sys.executable, "-m", "gradsync.projection.link_probe", "--config", str(config)]
+        argv += ["--out", str(out)]
+        commands, envs = _probe_launch(cfg, workers, argv, stack)
+        processes = [
+            subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+            for command, env in zip(commands, envs, strict=True)
+        ]
+        _wait_for(processes)
+        result = json.loads(out.read_text())
+    return SharedHostDelays(sync=result["sync"], calls=result["calls"])
+
+
+def _probe_launch(
+    cfg: DictConfig, workers: int, argv: list[str], stack: ExitStack
+) -> tuple[list[list[str]], list[dict[str, str]]]:
+    """Each rank's command and environment: in the shaped network's namespaces under
+    runner=netem (built for the probe and torn down after), else plain local processes."""
+    from runners.local import free_port
+
+    base = {**os.environ, "WORLD_SIZE": str(workers), "MASTER_PORT": str(free_port())}
+    if str(OmegaConf.select(cfg, "runner._target_")) != NETEM_RUNNER:
+        envs = [{**base, "RANK": str(r), "MASTER_ADDR": "127.0.0.1"} for r in range(workers)]
+        return [argv] * workers, envs
+    from runners.netem import worker_env
+    from runners.testbed import ShapedNetwork
+
+    network = stack.enter_context(
+        ShapedNetwork(
+            workers=workers,
+            rate=str(cfg.runner.bandwidth),
+            burst=str(cfg.runner.get("burst", "256kb")),
+            queue_ms=int(cfg.runner.get("queue_ms", 50)),
+        )
+    )
+    commands = [network.command(r, argv) for r in range(workers)]
+    envs = [{**base, **worker_env(network, r), "RANK": str(r)} for r in range(workers)]
+    return commands, envs
+
+
+def _wait_for(processes: list[subprocess.Popen[str]]) -> None:
+    """All probes finish, or the first failure stops the others and is raised with its rank."""
+    deadline = time.monotonic() + LOAD_READY_TIMEOUT_S
+    try:
+        while any(p.poll() is None for p in processes):
+            failed = [(r, p) for r, p in enumerate(processes) if p.returncode not in (None, 0)]
+            if failed or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        for rank, process in enumerate(processes):
+            if process.poll() is None or process.returncode != 0:
+                error = "" if process.poll() is None else process.stderr.read().strip()
+                last = error.splitlines()[-1] if error else "did not finish in time"
+                raise RuntimeError(f"link probe rank {rank} failed: {last}")
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+
+
+def _wait_until_computing(process: mp.Process, ready: mp.Event) -> None:
+    deadline = time.monotonic() + LOAD_READY_TIMEOUT_S
+    while not ready.wait(0.2):
+        if not process.is_alive():
+            raise RuntimeError(
+                f"a profiling helper process exited with code {process.exitcode} before computing"
+            )
+        if time.monotonic() > deadline:
+            raise RuntimeError("a profiling helper process did not start computing in time")
+
+
+@contextmanager
+def others_computing(cfg: DictConfig, count: int) -> Iterator[None]:
+    """``count`` other processes train the job's steps on this host for as long as this lasts:
+    what is measured meanwhile shares the cores as the job's workers do."""
+    context = mp.get_context("spawn")
+    stop = context.Event()
+    config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+    helpers = []
+    try:
+        for _ in range(count):
+            ready = context.Event()
+            process = context.Process(target=_keep_computing, args=(config_yaml, ready, stop))
+            process.start()
+            helpers.append((process, ready))
+        for process, ready in helpers:
+            _wait_until_computing(process, ready)
+        yield
+    finally:
+        stop.set()
+        for process, _ in helpers:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.kill()
+
+
+def profile_job(cfg: DictConfig, *, processes: int = 1) -> ProfiledJob:
+    """Profile the composed job's model at ``trainer.batch_size`` in this process (inside
+    ``others_computing`` when ``processes`` > 1: how many compute meanwhile)."""
+    import torch
+
+    from gradsync.sync.profiling import median_seconds, profile_tensors
+
+    model, loss, params, load = _job_parts(cfg)
+    forward, backward = profile_tensors(model, loss, steps=PROFILE_STEPS)
+    prefetched = int(OmegaConf.select(cfg, "trainer.loader_workers") or 0) > 0
+    data = (
+        0.0 if prefetched else median_seconds(load, repeats=PROFILE_STEPS, clock=time.perf_counter)
+    )
+    loss().backward()
+    gradient = torch.cat([p.grad.reshape(-1) for p in params]).detach().clone()
+    optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    update = median_seconds(optimizer.step, repeats=PROFILE_STEPS, clock=time.perf_counter)
+    sizes = [p.numel() for p in params]
+    profile = ModelProfile(
+        model=type(model).__name__,
+        sizes=tuple(sizes[::-1]),
+        forward=tuple(forward),
+        backward=tuple(backward),
+        update=update,
+        data=data,
+        batch_size=int(cfg.trainer.batch_size),
+        element_bytes=params[0].element_size() if params else 4,
+        processes=processes,
+    )
+    return ProfiledJob(profile=profile, gradient=gradient, layer_sizes=tuple(sizes))

@@ -1,0 +1,94 @@
+"""The α-β collective costs of ``gradsync.projection.cluster`` against their formulas, the
+TernGrad appendix B model, and the monotonicity SPECS §5.2 asks of it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gradsync.projection.cluster import Cluster
+
+GBIT = 1e9
+M = 100e6  # bytes: a 25M-parameter float32 gradient
+
+
+def test_ring_all_reduce_moves_two_n_minus_one_over_n_of_the_message():
+    c = Cluster(workers=8, bandwidth_bps=GBIT, latency_s=1e-4)
+    assert c.all_reduce(M) == pytest.approx(14 * 1e-4 + 14 / 8 * M * 8 / GBIT)
+    assert Cluster(workers=1, bandwidth_bps=GBIT).all_reduce(M) == 0.0
+
+
+def test_tree_all_reduce_is_appendix_b_between_machines():
+    c = Cluster(workers=16, bandwidth_bps=GBIT, latency_s=1e-4, algorithm="tree")
+    assert c.all_reduce(M) == pytest.approx(math.log2(16) * (1e-4 + M * 8 / GBIT))
+
+
+def test_appendix_b_hierarchy_adds_the_intra_node_term():
+    flat = Cluster(workers=4, bandwidth_bps=GBIT, latency_s=1e-4, algorithm="tree")
+    nodes = Cluster(
+        workers=32,
+        bandwidth_bps=GBIT,
+        latency_s=1e-4,
+        algorithm="tree",
+        gpus_per_node=8,
+        intra_bandwidth_bps=100 * GBIT,
+    )
+    # t_intra = log2(N_g)·M/B_g, t_inter = log2(N_m)·(λ + M/B_n) with N_m = 4 machines.
+    assert nodes.all_reduce(M) == pytest.approx(3 * M * 8 / (100 * GBIT) + flat.all_reduce(M))
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree"])
+@pytest.mark.parametrize("workers", [2, 16, 512])
+def test_faster_links_and_smaller_messages_never_cost_more(algorithm, workers):
+    rates = [GBIT, 10 * GBIT, 100 * GBIT]
+    for op in ("all_reduce", "all_gather", "broadcast"):
+        times = [
+            getattr(Cluster(workers=workers, bandwidth_bps=r, algorithm=algorithm), op)(M)
+            for r in rates
+        ]
+        assert times == sorted(times, reverse=True), op
+    c = Cluster(workers=workers, bandwidth_bps=GBIT, algorithm=algorithm)
+    terngrad, floats = M / 16 + 4 * 161, M  # 2 bits per element plus a scaler per tensor
+    assert c.all_reduce(terngrad) < c.all_reduce(floats)
+
+
+def test_all_gather_sends_every_payload_and_tree_saves_start_ups():
+    ring = Cluster(workers=16, bandwidth_bps=GBIT, latency_s=1e-3)
+    tree = Cluster(workers=16, bandwidth_bps=GBIT, latency_s=1e-3, algorithm="tree")
+    m = 1e6
+    assert ring.all_gather(m) == pytest.approx(15 * 1e-3 + 15 * m * 8 / GBIT)
+    assert tree.all_gather(m) == pytest.approx(4 * 1e-3 + 15 * m * 8 / GBIT)
+
+
+def test_parameter_servers_carry_every_workers_traffic():
+    one = Cluster(workers=8, bandwidth_bps=GBIT, latency_s=0.0)
+    two = Cluster(workers=8, bandwidth_bps=GBIT, latency_s=0.0, servers=2)
+    # Full duplex: every worker's push in one direction, one pull not overlapped.
+    assert one.push_pull(M, M) == pytest.approx((8 + 1) * M * 8 / GBIT)
+    assert one.push_pull(M, M / 4) == pytest.approx((8 + 0.25) * M * 8 / GBIT)
+    assert two.push_pull(M, M) == pytest.approx(one.push_pull(M, M) / 2)
+    assert one.servers_busy(M, M / 4) == pytest.approx(8 * M * 8 / GBIT)
+    assert one.own_push_pull(M, M) == pytest.approx(2 * M * 8 / GBIT)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"workers": 0}, "workers must be >= 1"),
+        ({"bandwidth_bps": 0.0}, "bandwidth must be > 0"),
+        ({"algorithm": "butterfly"}, "valid: ring, tree"),
+        ({"gpus_per_node": 3}, "divide the 8 workers"),
+        ({"gpus_per_node": 4}, "needs intra_bandwidth"),
+        ({"latency_s": -1.0}, "latency must be >= 0"),
+    ],
+)
+def test_a_bad_cluster_says_what_is_wrong(fields, message):
+    with pytest.raises(ValueError, match=message):
+        Cluster(**{"workers": 8, "bandwidth_bps": GBIT, **fields})
+
+
+def test_a_measured_start_up_replaces_the_formulas_latency():
+    c = Cluster(workers=4, bandwidth_bps=GBIT, call_s={"all_gather": 0.002})
+    assert c.all_gather(1e6) == pytest.approx(0.002 + 3 * 1e6 * 8 / GBIT)
+    assert c.all_reduce(1e6) == pytest.approx(6 * c.latency_s + 1.5 * 1e6 * 8 / GBIT)

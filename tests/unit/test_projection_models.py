@@ -1,0 +1,153 @@
+"""What compressors send, measured by running them (``projection/wire.py``), and the scheduler
+models of ``projection/predict.py`` against hand computations and orderings that must hold."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from gradsync.compressors.fp16 import FP16Compressor
+from gradsync.compressors.none import NoneCompressor
+from gradsync.compressors.terngrad import TernGradCompressor
+from gradsync.compressors.topk import TopKCompressor
+from gradsync.feedback.auto import for_compressor
+from gradsync.projection.cluster import Cluster
+from gradsync.projection.predict import SCHEDULER_MODELS, Job, predict
+from gradsync.projection.profile import ModelProfile
+from gradsync.projection.wire import Wire, measure_wire
+
+LAYERS = (2000, 50, 6000, 100, 1200, 10)
+N = sum(LAYERS)
+
+
+def _wire(compressor) -> Wire:
+    torch.manual_seed(0)
+    return measure_wire("c", compressor, for_compressor(compressor), torch.randn(N), LAYERS)
+
+
+def test_a_dense_gradient_is_one_all_reduce_of_its_floats():
+    wire = _wire(NoneCompressor())
+    assert wire.calls == (("all_reduce", 4.0),)
+    assert wire.bytes_sent(N) == 4 * N
+
+
+def test_half_precision_halves_the_bytes():
+    assert _wire(FP16Compressor()).bytes_sent(N) == pytest.approx(2 * N)
+
+
+def test_top_k_sends_values_and_indices_of_k_elements():
+    wire = _wire(TopKCompressor(density=0.01, exchange="allgather"))
+    assert [kind for kind, _ in wire.calls] == ["all_gather", "all_gather"]  # values, indices
+    k = int(0.01 * N)
+    assert 8 * k <= wire.bytes_sent(N) <= 12 * k + 64
+
+
+def test_terngrad_sends_about_two_bits_per_element():
+    wire = _wire(TernGradCompressor())
+    dense = 4 * N
+    # 2 bits per element, scalers, and the last layer (weight + bias: 1210 elements) in float.
+    assert dense / wire.bytes_sent(N) > 5
+    assert wire.bytes_sent(N) >= N / 4
+
+
+def test_exchange_time_grows_with_the_elements_and_includes_compression():
+    wire = _wire(TopKCompressor(density=0.01, exchange="allgather"))
+    cluster = Cluster(workers=8, bandwidth_bps=1e9)
+    assert wire.exchange_seconds(cluster, 0) < wire.exchange_seconds(cluster, N)
+    assert wire.exchange_seconds(Cluster(workers=1, bandwidth_bps=1e9), N) == pytest.approx(
+        wire.compress_seconds
+    )
+
+
+# ---- scheduler models --------------------------------------------------------------------------
+PROFILE = ModelProfile(
+    model="toy",
+    sizes=(40_000, 1_000, 400_000, 2_000, 1_600_000, 64),
+    forward=(0.001, 0.0005, 0.004, 0.0005, 0.01, 0.0001),
+    backward=(0.002, 0.001, 0.008, 0.001, 0.02, 0.0002),
+    update=0.001,
+    data=0.0,
+    batch_size=32,
+    element_bytes=4,
+    processes=1,
+)
+DENSE = Wire(
+    compressor="none", numel=PROFILE.numel, calls=(("all_reduce", 4.0),), compress_seconds=0.0,
+    density=1.0,
+)  # fmt: skip
+SPARSE = Wire(
+    compressor="topk", numel=PROFILE.numel, calls=(("all_gather", 0.08),),
+    compress_seconds=0.004, density=0.01,
+)  # fmt: skip
+SCHEDULERS = {
+    "allreduce": {},
+    "wfbp": {"bucket_mb": 1.0},
+    "bytescheduler": {"partition_size": 200_000, "credit": 400_000},
+    "usbyte": {},
+    "deft": {"partition_size": 500_000, "links": 1},
+    "lags": {},
+    "mgs": {"threshold": 8192},
+    "omgs": {"rule": "optimal"},
+    "ps_bsp": {},
+    "asp": {},
+    "ssp": {"staleness": 3},
+    "osp": {"max_unimportant": 0.8},
+}
+
+
+def _job(wire: Wire, cluster: Cluster, **scheduler) -> Job:
+    return Job(PROFILE, cluster, wire, OmegaConf.create(scheduler))
+
+
+def test_every_scheduler_has_a_model():
+    assert set(SCHEDULERS) == set(SCHEDULER_MODELS)
+
+
+def test_the_flat_all_reduce_is_compute_then_the_whole_exchange():
+    cluster = Cluster(workers=8, bandwidth_bps=1e9)
+    expected = PROFILE.compute + cluster.all_reduce(4 * PROFILE.numel)
+    assert predict("allreduce", _job(DENSE, cluster)).iteration == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("scheduler", ["allreduce", "wfbp", "bytescheduler", "usbyte", "deft"])
+def test_with_one_worker_nothing_is_exchanged(scheduler):
+    job = _job(DENSE, Cluster(workers=1, bandwidth_bps=1e9), **SCHEDULERS[scheduler])
+    assert predict(scheduler, job).iteration == pytest.approx(PROFILE.compute, rel=1e-6)
+
+
+@pytest.mark.parametrize("rate", [1e8, 1e9, 1e10])
+def test_overlapping_never_loses_to_the_flat_all_reduce_nor_beats_its_bounds(rate):
+    cluster = Cluster(workers=8, bandwidth_bps=rate)
+    flat = predict("allreduce", _job(DENSE, cluster)).iteration
+    comm = cluster.all_reduce(4 * PROFILE.numel)
+    for scheduler in ("wfbp", "bytescheduler"):
+        t = predict(scheduler, _job(DENSE, cluster, **SCHEDULERS[scheduler])).iteration
+        assert t <= flat * (1 + 1e-9), scheduler
+        assert t >= max(PROFILE.compute, comm) * (1 - 1e-9), scheduler
+
+
+def test_the_optimal_merge_plan_is_never_slower_than_lags_mgs_or_one_group():
+    cluster = Cluster(workers=16, bandwidth_bps=1e9, latency_s=1e-3)
+    times = {
+        s: predict(s, _job(SPARSE, cluster, **SCHEDULERS[s])).iteration
+        for s in ("lags", "mgs", "omgs", "allreduce")
+    }
+    assert times["omgs"] <= min(times["lags"], times["mgs"]) * (1 + 1e-9)
+
+
+def test_a_synchronous_server_adds_its_incast_and_asynchronous_ones_never_wait_longer():
+    cluster = Cluster(workers=4, bandwidth_bps=1e8, latency_s=0.0)
+    bsp = predict("ps_bsp", _job(DENSE, cluster)).iteration
+    model_bytes = 4 * PROFILE.numel
+    expected = sum(PROFILE.forward) + sum(PROFILE.backward) + PROFILE.update
+    assert bsp == pytest.approx(expected + (4 + 1) * model_bytes * 8 / 1e8)
+    assert predict("asp", _job(DENSE, cluster)).iteration <= bsp
+    # OSP with no room for unimportant layers is BSP; with room it is never slower.
+    assert predict("osp", _job(DENSE, cluster, budget=0.0)).iteration == pytest.approx(bsp)
+    assert predict("osp", _job(DENSE, cluster, max_unimportant=0.8)).iteration <= bsp
+
+
+def test_an_unknown_scheduler_names_the_valid_ones():
+    with pytest.raises(ValueError, match="valid: allreduce, wfbp"):
+        predict("gossip", _job(DENSE, Cluster(workers=2, bandwidth_bps=1e9)))
