@@ -411,7 +411,7 @@ def run_sweeps(name: str, reproduction: Reproduction) -> float:
             "-m",
             f"experiment={reproduction.recipe}",
             *sweep.overrides,
-            f"hydra.sweep.dir={runs_dir / sweep.folder}",
+            f"hydra.sweep.dir={(runs_dir / sweep.folder).relative_to(REPO)}",
         )
     seconds = time.monotonic() - start
     (RESULTS / name / TOOK_FILE).write_text(f"{seconds:.0f}\n")
@@ -526,10 +526,10 @@ def _draw_validation(rows: list[tuple[str, str, float, float]], path: Path) -> N
 def projection() -> str:
     """``gradsync simulate`` on a ResNet-50 profiled here, projected to 16–512 workers."""
     plot = RESULTS / "projection.png"
-    command = ["simulate", *PROJECTION, "--plot", str(plot)]
+    command = ["simulate", *PROJECTION, "--plot", str(plot.relative_to(REPO))]
     output = gradsync(*command)
     (RESULTS / "projection.txt").write_text(output)
-    shown = " ".join([*command[:-1], "benchmarks/results/projection.png"])
+    shown = " ".join(command)
     return (
         f"`gradsync {shown}`\n\n```\n{output.rstrip()}\n```\n\n"
         "![projected speed-up](benchmarks/results/projection.png)"

@@ -50,25 +50,16 @@ def _exchange_costs(cfg: DictConfig) -> tuple[float | None, float, float, str]:
 
 def plan(cfg: DictConfig) -> str:
     import torch
-    from torch.utils.data import default_collate
 
     from gradsync.comm.solo import SoloCollective
+    from gradsync.projection.profile import training_step
     from gradsync.sync.costs import CostModel
     from gradsync.sync.merge_plans import Layers, groups_of
     from gradsync.sync.omgs import SPARSE_ELEMENT_BYTES, compare_rules
     from gradsync.sync.profiling import measure_gamma, profile_model
-    from gradsync.tasks import build_task
-    from gradsync.train.build import build_data, build_model
 
-    torch.set_num_threads(int(cfg.trainer.threads_per_worker))
-    torch.manual_seed(int(cfg.trainer.seed))
-    data = build_data(cfg)
-    model = build_model(cfg, data.spec)
-    task = build_task(data.spec)
-    batch_size = int(cfg.trainer.batch_size)
-    # One batch as the training loader collates it.
-    batch = tuple(default_collate([data.train[i] for i in range(batch_size)]))
-    backward, forward = profile_model(model, lambda: task.loss(model, batch))
+    model, loss, _ = training_step(cfg)  # one batch as the training loader collates it
+    backward, forward = profile_model(model, loss)
     density = float(cfg.compressor.get("density", 1.0))
     gamma, alpha, beta, source = _exchange_costs(cfg)
     if gamma is None:
@@ -85,7 +76,7 @@ def plan(cfg: DictConfig) -> str:
     chosen = str(cfg.scheduler.get("rule", "optimal"))
     lines = [
         f"{len(layers)} tensors, {sum(layers.sizes):,} elements; density {density:g}; "
-        f"batch {batch_size}: forward {forward * 1e3:.2f} ms, "
+        f"batch {cfg.trainer.batch_size}: forward {forward * 1e3:.2f} ms, "
         f"backward {sum(backward) * 1e3:.2f} ms",
         f"cost model: gamma={gamma:.3g} s (torch.topk here), alpha={alpha:.3g} s, "
         f"beta={beta:.3g} s/byte ({source})",
