@@ -23,6 +23,11 @@ options:
   --intra-bandwidth RATE   e.g. 100gbit (needed with --gpus-per-node above 1)
   --plot FILE.png          draw the projection: speed-up over dense WFBP (DDP) against workers
   --timeline FILE.png      draw one steady iteration of each bucketed schedule of the job
+  --warmup-steps N         train N steps before taking the gradient the compressors are
+                           measured on (a threshold's density depends on the training stage)
+  --compute-scale F        multiply every measured compute time (forward, backward, update,
+                           loading, compression) by F: e.g. 0.02 for accelerators 50x faster
+                           than this host
 """
 
 from __future__ import annotations
@@ -100,6 +105,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--intra-bandwidth")
     parser.add_argument("--plot", type=_figure_path)
     parser.add_argument("--timeline", type=_figure_path)
+    parser.add_argument("--warmup-steps", type=_count, default=0)
+    parser.add_argument("--compute-scale", type=_positive, default=1.0)
     return parser
 
 
@@ -115,6 +122,26 @@ def _counts(text: str) -> list[int]:
     if any(n < 1 for n in counts):
         raise argparse.ArgumentTypeError("worker counts must be >= 1")
     return counts
+
+
+def _count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 0")
+    return count
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be > 0")
+    return value
 
 
 def _figure_path(text: str) -> Path:
@@ -189,7 +216,8 @@ def _cluster_options(args: argparse.Namespace, cluster: Cluster) -> Cluster:
 def simulate(args: argparse.Namespace) -> str:
     from gradsync.projection.jobs import Predictor
 
-    with Predictor() as predictor:  # stops the processes it profiles among
+    # The context stops the processes it profiles among.
+    with Predictor(warmup_steps=args.warmup_steps, compute_scale=args.compute_scale) as predictor:
         return _simulate_with(args, predictor)
 
 
@@ -211,12 +239,14 @@ def _simulate_with(args: argparse.Namespace, predictor: Predictor) -> str:
     if not combos:
         raise ConfigError(f"no compressor × scheduler composes: {refused[0]}")
     processes = processes_of(cfg, cluster)
-    profile = predictor.profiled(cfg, processes).profile
+    profile = predictor.profiled(cfg, processes).profile.scaled(args.compute_scale)
+    scaled = f", times x{args.compute_scale:g}" if args.compute_scale != 1.0 else ""
     lines = [
         f"model {profile.model}: {len(profile.sizes)} tensors, {profile.numel:,} elements; batch "
         f"{profile.batch_size}: forward {sum(profile.forward) * 1e3:.2f} ms, backward "
         f"{sum(profile.backward) * 1e3:.2f} ms, update {profile.update * 1e3:.2f} ms "
-        f"(profiled here, {processes} process{'es' if processes > 1 else ''} computing at once)",
+        f"(profiled here, {processes} process{'es' if processes > 1 else ''} computing at once"
+        f"{scaled})",
         _describe(cluster),
         "",
     ]

@@ -18,7 +18,7 @@ from gradsync.projection.profile import (
     probe_links,
     profile_job,
 )
-from gradsync.projection.wire import Wire, measure_wire
+from gradsync.projection.wire import MAX_RECORDED_WORLD, Wire, extrapolate, measure_wire
 
 DEFAULT_BANDWIDTH = "1gbit"
 # Runners that start every process of a job on this machine.
@@ -62,8 +62,12 @@ class Predictor:
     compute the job's steps (they run from the first measurement of a model until the next
     model's, or ``close``): use it in a ``with`` block."""
 
+    warmup_steps: int = 0
+    """Training steps before the gradient compressors are measured on is taken."""
+    compute_scale: float = 1.0
+    """Every measured compute time is multiplied by this (another machine's speed)."""
     _profiles: dict[tuple[str, int], ProfiledJob] = field(default_factory=dict)
-    _wires: dict[tuple[str, str, int], Wire] = field(default_factory=dict)
+    _wires: dict[tuple[str, str, int, int], Wire] = field(default_factory=dict)
     _delays: dict[tuple[str, int], SharedHostDelays] = field(default_factory=dict)
     _load: ExitStack = field(default_factory=ExitStack)
     _load_key: tuple[str, int] | None = None
@@ -91,20 +95,40 @@ class Predictor:
         key = (_model_key(cfg), processes)
         if key not in self._profiles:
             self._loaded(cfg, processes)
-            self._profiles[key] = profile_job(cfg, processes=processes)
+            self._profiles[key] = profile_job(
+                cfg, processes=processes, warmup_steps=self.warmup_steps
+            )
         return self._profiles[key]
 
-    def wire(self, cfg: DictConfig, compressor: str, processes: int) -> Wire:
+    def wire(self, cfg: DictConfig, compressor: str, processes: int, workers: int) -> Wire:
+        """What ``compressor`` sends among ``workers``: recorded among that many, or beyond
+        MAX_RECORDED_WORLD extrapolated from half that world and that world."""
+        if workers <= MAX_RECORDED_WORLD:
+            return self._recorded_wire(cfg, compressor, processes, workers)
+        smaller = self._recorded_wire(cfg, compressor, processes, MAX_RECORDED_WORLD // 2)
+        larger = self._recorded_wire(cfg, compressor, processes, MAX_RECORDED_WORLD)
+        element_bytes = self.profiled(cfg, processes).profile.element_bytes
+        return extrapolate(smaller, larger, workers, element_bytes)
+
+    def _recorded_wire(
+        self, cfg: DictConfig, compressor: str, processes: int, workers: int
+    ) -> Wire:
         from gradsync.config.instantiate import build
 
-        key = (_model_key(cfg), OmegaConf.to_yaml(cfg.compressor) + str(cfg.feedback), processes)
+        method = OmegaConf.to_yaml(cfg.compressor) + str(cfg.feedback)
+        key = (_model_key(cfg), method, processes, workers)
         if key not in self._wires:
             profiled = self.profiled(cfg, processes)
             self._loaded(cfg, processes)
             instance = build(cfg.compressor, path="compressor")
             feedback = build(cfg.feedback, path="feedback", compressor=instance)
             self._wires[key] = measure_wire(
-                compressor, instance, feedback, profiled.gradient, profiled.layer_sizes
+                compressor,
+                instance,
+                feedback,
+                profiled.gradient,
+                profiled.layer_sizes,
+                workers=max(workers, 1),
             )
         return self._wires[key]
 
@@ -125,9 +149,9 @@ class Predictor:
         cluster = self.on_this_host(cfg, cluster or cluster_for(cfg))
         processes = processes_of(cfg, cluster)
         job = Job(
-            profile=self.profiled(cfg, processes).profile,
+            profile=self.profiled(cfg, processes).profile.scaled(self.compute_scale),
             cluster=cluster,
-            wire=self.wire(cfg, compressor, processes),
+            wire=self.wire(cfg, compressor, processes, cluster.workers).scaled(self.compute_scale),
             scheduler=cfg.scheduler,
         )
         return predict(scheduler, job)

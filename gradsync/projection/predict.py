@@ -17,9 +17,10 @@ Each scheduler has one model here, chosen by name (the same names as ``scheduler
   iteration's compute (ICS). They are the smallest layers that fit in U_max (OSP moves whole
   layers; the loss factor of its schedule is taken at its best, 1).
 
-Every iteration also pays the optimizer update once (on the server for the parameter servers)
-and loading its batch; on a shared host, schedulers whose workers meet every iteration also
-wait for the slowest worker's share of the cores (``Cluster.sync_s``).
+Every iteration also pays the optimizer update once (on the server for the parameter servers),
+combining what the workers sent into one gradient (once, after the last exchange, as the
+schedulers do), and loading its batch; on a shared host, schedulers whose workers meet every
+iteration also wait for the slowest worker's share of the cores (``Cluster.sync_s``).
 """
 
 from __future__ import annotations
@@ -297,4 +298,5 @@ def predict(scheduler: str, job: Job) -> Estimate:
         ) from None
     estimate = model(job)
     waits = job.cluster.sync_s if scheduler in IN_LOCKSTEP and job.cluster.workers > 1 else 0.0
-    return replace(estimate, iteration=estimate.iteration + job.profile.data + waits)
+    once = job.profile.data + job.wire.combine_seconds + waits
+    return replace(estimate, iteration=estimate.iteration + once)

@@ -15,9 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,6 +50,18 @@ class ModelProfile:
     processes: int
     """Processes computing at once while this was measured."""
 
+    def scaled(self, factor: float) -> ModelProfile:
+        """This profile on a machine whose compute takes ``factor`` times as long."""
+        if factor == 1.0:
+            return self
+        return replace(
+            self,
+            forward=tuple(t * factor for t in self.forward),
+            backward=tuple(t * factor for t in self.backward),
+            update=self.update * factor,
+            data=self.data * factor,
+        )
+
     @property
     def compute(self) -> float:
         return sum(self.forward) + sum(self.backward) + self.update
@@ -69,15 +81,17 @@ class ProfiledJob:
 
 
 def training_step(cfg: DictConfig) -> tuple[nn.Module, Callable[[], Tensor], list[Tensor]]:
-    model, loss, params, _ = _job_parts(cfg)
+    model, loss, params, *_ = _job_parts(cfg)
     return model, loss, params
 
 
 def _job_parts(
     cfg: DictConfig,
-) -> tuple[nn.Module, Callable[[], Tensor], list[Tensor], Callable[[], object]]:
-    """The job's model, one step's loss on a real batch, its parameters, and a function that
-    loads a batch as the training loop does."""
+) -> tuple[
+    nn.Module, Callable[[], Tensor], list[Tensor], Callable[[], object], Callable[[object], Tensor]
+]:
+    """The job's model, one step's loss on a real batch, its parameters, a function that loads
+    the next batch as the training loop does, and the loss of such a batch."""
     import torch
     from torch.utils.data import DataLoader, default_collate
 
@@ -92,8 +106,20 @@ def _job_parts(
     batch_size = int(cfg.trainer.batch_size)
     batch = tuple(default_collate([data.train[i] for i in range(batch_size)]))
     params = [p for p in model.parameters() if p.requires_grad]
-    batches = iter(DataLoader(data.train, batch_size=batch_size, shuffle=True, drop_last=True))
-    return model, lambda: task.loss(model, batch), params, lambda: next(batches)
+    batches = _forever(DataLoader(data.train, batch_size=batch_size, shuffle=True, drop_last=True))
+    return (
+        model,
+        lambda: task.loss(model, batch),
+        params,
+        lambda: next(batches),
+        lambda loaded: task.loss(model, loaded),
+    )
+
+
+def _forever(loader: Iterable[object]) -> Iterator[object]:
+    """The loader's batches, epoch after epoch."""
+    while True:
+        yield from loader
 
 
 def _keep_computing(config_yaml: str, ready: mp.Event, stop: mp.Event) -> None:
@@ -223,20 +249,29 @@ def others_computing(cfg: DictConfig, count: int) -> Iterator[None]:
                 process.kill()
 
 
-def profile_job(cfg: DictConfig, *, processes: int = 1) -> ProfiledJob:
+def profile_job(cfg: DictConfig, *, processes: int = 1, warmup_steps: int = 0) -> ProfiledJob:
     """Profile the composed job's model at ``trainer.batch_size`` in this process (inside
-    ``others_computing`` when ``processes`` > 1: how many compute meanwhile)."""
+    ``others_computing`` when ``processes`` > 1: how many compute meanwhile). The gradient
+    compressors are measured on is taken after ``warmup_steps`` of training with the job's
+    optimizer: how many elements pass a threshold depends on how far training has come."""
     import torch
 
     from gradsync.sync.profiling import median_seconds, profile_tensors
+    from gradsync.train.build import build_optimizer
 
-    model, loss, params, load = _job_parts(cfg)
+    model, loss, params, load, loss_of = _job_parts(cfg)
     forward, backward = profile_tensors(model, loss, steps=PROFILE_STEPS)
     prefetched = int(OmegaConf.select(cfg, "trainer.loader_workers") or 0) > 0
     data = (
         0.0 if prefetched else median_seconds(load, repeats=PROFILE_STEPS, clock=time.perf_counter)
     )
-    loss().backward()
+    trainer = build_optimizer(cfg, model)
+    for _ in range(warmup_steps):
+        trainer.zero_grad(set_to_none=True)
+        loss_of(load()).backward()
+        trainer.step()
+    model.zero_grad(set_to_none=True)
+    loss_of(load()).backward()
     gradient = torch.cat([p.grad.reshape(-1) for p in params]).detach().clone()
     optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9)
     update = median_seconds(optimizer.step, repeats=PROFILE_STEPS, clock=time.perf_counter)

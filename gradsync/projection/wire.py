@@ -2,16 +2,22 @@
 on the profiled gradient against a collective that only records each call's kind and bytes.
 One place knows every method's format (its own code), and the cost model prices the calls.
 
-The recording collective stands for workers whose gradients are identical, so index sets that
-grow with the workers (union top-k's build-up) are priced at one worker's size.
+The recording collective stands for ``world`` workers that select as many elements as this one
+but elsewhere (its index sets shifted round the gradient): index sets that grow with the
+workers (union top-k's build-up) grow as they would for independent selections, the most they
+can. Beyond ``MAX_RECORDED_WORLD`` workers each call's bytes follow the power law of its growth
+from half that world to that world, capped at the dense gradient.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+import torch
 
 from gradsync.comm.solo import SoloCollective
 
@@ -21,18 +27,21 @@ if TYPE_CHECKING:
     from gradsync.projection.cluster import Cluster
     from gradsync.types import Compressor, ErrorFeedback, Payload
 
-RECORDED_WORLD = 2  # compressors take their multi-worker code paths
 LENGTH_BYTES = 8  # one int64 length per worker
 REPEATS = 3
+MAX_RECORDED_WORLD = 8  # larger worlds are extrapolated (every worker's payload is built here)
+INDEX_DTYPES = (torch.int32, torch.int64)
 
 
 class RecordingCollective(SoloCollective):
-    """A world of identical workers: every call records (kind, bytes this worker sends), one
-    per tensor of the payload, as the real collective runs them (``comm/collective.py``)."""
+    """A world of ``world`` workers seen from rank 0: every call records (kind, bytes this
+    worker sends), one per tensor of the payload, as the real collective runs them
+    (``comm/collective.py``). The others' payloads are this worker's, with index tensors
+    shifted by their rank's share of ``domain`` (the gradient's elements)."""
 
-    world_size = RECORDED_WORLD
-
-    def __init__(self) -> None:
+    def __init__(self, world: int, domain: int) -> None:
+        self.world_size = world
+        self.domain = domain
         self.calls: list[tuple[str, int]] = []
 
     def record(self, kind: str, payload: Payload) -> None:
@@ -48,25 +57,42 @@ class RecordingCollective(SoloCollective):
 
     def all_gather(self, payload: Payload) -> list[Payload]:
         self.record("all_gather", payload)
-        return [payload] * RECORDED_WORLD
+        return [tuple(self._elsewhere(t, rank) for t in payload) for rank in range(self.world_size)]
 
     def broadcast(self, payload: Payload, *, src: int) -> Payload:
         self.record("broadcast", payload)
         return payload
 
+    def _elsewhere(self, tensor: Tensor, rank: int) -> Tensor:
+        if rank == 0 or tensor.dtype not in INDEX_DTYPES or self.domain < 1:
+            return tensor
+        shift = rank * self.domain // self.world_size
+        return (tensor.long() + shift).remainder_(self.domain).to(tensor.dtype)
+
 
 @dataclass(frozen=True)
 class Wire:
-    """One compressor's exchange of a flat gradient of ``numel`` elements."""
+    """One compressor's exchange of a flat gradient of ``numel`` elements among ``workers``."""
 
     compressor: str
     numel: int
     calls: tuple[tuple[str, float], ...]
     """(collective, bytes per gradient element) of every call of one compress + exchange."""
     compress_seconds: float
-    """compress + decompress of the whole gradient on this machine."""
+    """Compensate, compress and remember (error feedback) the whole gradient on this machine."""
     density: float
     """Fraction of the elements the compressor selects (1.0 for dense methods)."""
+    combine_seconds: float = 0.0
+    """Turning what every worker sent into the summed gradient (``sync/combine.py``)."""
+    workers: int = 1
+
+    def scaled(self, factor: float) -> Wire:
+        """This exchange on a machine whose compute takes ``factor`` times as long."""
+        return replace(
+            self,
+            compress_seconds=self.compress_seconds * factor,
+            combine_seconds=self.combine_seconds * factor,
+        )
 
     def bytes_sent(self, elements: float) -> float:
         return sum(rate for _, rate in self.calls) * elements
@@ -84,7 +110,8 @@ class Wire:
         return sum(prices[kind](rate * elements) for kind, rate in self.calls)
 
     def exchange_seconds(self, cluster: Cluster, elements: float) -> float:
-        """Compress, exchange and decompress ``elements`` of the gradient."""
+        """Compress and exchange ``elements`` of the gradient (combining what arrived is paid
+        once per iteration, after the last exchange, as the schedulers do)."""
         compress = self.compress_seconds * elements / self.numel
         return compress + self.transfer_seconds(cluster, elements)
 
@@ -95,35 +122,79 @@ def measure_wire(
     feedback: ErrorFeedback,
     gradient: Tensor,
     layer_sizes: Sequence[int],
+    *,
+    workers: int = 2,
 ) -> Wire:
     """Run ``compressor`` with its error feedback on ``gradient`` (one flat group of
     ``layer_sizes`` tensors), as the schedulers do (``SyncComponents.compress_with_feedback``),
-    recording its collectives; REPEATS times for a median time."""
+    recording its collectives among ``workers``, then combine what they all sent; REPEATS
+    times each for a median time."""
     from gradsync.sync.base import SyncComponents
+    from gradsync.sync.combine import combine
 
-    collective = RecordingCollective()
+    collective = RecordingCollective(workers, gradient.numel())
     components = SyncComponents(
         compressor=compressor, feedback=feedback, collective=collective, clock=time.perf_counter
     )
-    seconds = []
+    fresh = feedback.state_dict()
+    compress, combining = [], []
     for _ in range(REPEATS + 1):
         collective.calls.clear()
+        # Every repeat is the same step, not a run of steps on one gradient: a memory that
+        # kept what the last repeat left out would let ever more elements pass a threshold.
+        feedback.load_state_dict(fresh)
         start = time.perf_counter()
         # Step 0 every time: rank 0 is then the one that decides (CLT-k's leader, DEFT's
         # planner), so what it broadcasts is real.
         payload, ctx = components.compress_with_feedback(
             gradient.clone(), name="gradient", step=0, epoch=0, sizes=list(layer_sizes)
         )
-        compressor.decompress(payload, ctx)  # the receiving side
-        seconds.append(time.perf_counter() - start)
-    # What the compressor said while compressing (index sets, scalers), then its payload,
-    # which the scheduler sums on the wire or gathers (``sync/exchanges.py``).
-    collective.record("all_reduce" if compressor.allreducible else "all_gather", payload)
+        compressed = time.perf_counter()
+        # What the compressor said while compressing (index sets, scalers), then its payload,
+        # which the scheduler sums on the wire or gathers (``sync/exchanges.py``).
+        if compressor.allreducible:
+            received: Payload | list[Payload] = collective.all_reduce(payload)
+        else:
+            received = collective.all_gather(payload)
+        exchanged = time.perf_counter()
+        combine(compressor, received, ctx, like=gradient)
+        compress.append(compressed - start)
+        combining.append(time.perf_counter() - exchanged)
     numel = gradient.numel()
     return Wire(
         compressor=name,
         numel=numel,
         calls=tuple((kind, nbytes / numel) for kind, nbytes in collective.calls),
-        compress_seconds=sorted(seconds[1:])[len(seconds[1:]) // 2],
+        compress_seconds=_median(compress[1:]),
         density=float(compressor.density),
+        combine_seconds=_median(combining[1:]),
+        workers=workers,
     )
+
+
+def extrapolate(smaller: Wire, larger: Wire, workers: int, element_bytes: int) -> Wire:
+    """``larger`` (measured at more workers than ``smaller``) taken to ``workers``: every
+    call's bytes and the combine time grow (or shrink) with the power of the workers they did
+    from ``smaller`` to ``larger``; a call never carries more than the dense gradient."""
+    if [k for k, _ in smaller.calls] != [k for k, _ in larger.calls]:
+        return replace(larger, workers=workers)  # no call-by-call growth to follow
+    factor = workers / larger.workers
+    step = larger.workers / smaller.workers
+
+    def grown(before: float, after: float, cap: float) -> float:
+        if before <= 0 or after <= 0:
+            return after
+        exponent = max(-1.0, min(1.0, math.log(after / before, step)))
+        return min(after * factor**exponent, cap)
+
+    calls = tuple(
+        (kind, grown(b, a, float(element_bytes)))
+        for (kind, b), (_, a) in zip(smaller.calls, larger.calls, strict=True)
+    )
+    combining = grown(smaller.combine_seconds, larger.combine_seconds, math.inf)
+    return replace(larger, calls=calls, combine_seconds=combining, workers=workers)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]

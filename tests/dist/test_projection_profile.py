@@ -5,6 +5,7 @@ the link probe runs real gloo workers and reports sane delays."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from gradsync.config.compose import compose_jobs
 from gradsync.projection.profile import probe_links, profile_job
@@ -25,6 +26,15 @@ def test_the_profile_covers_every_tensor_in_backward_order(mlp_job):
     assert all(t >= 0 for t in profile.forward + profile.backward)
     assert sum(profile.backward) > 0 and profile.update > 0 and profile.processes == 1
     assert profiled.gradient.abs().sum() > 0
+
+
+def test_warming_up_trains_the_model_before_its_gradient_is_taken(mlp_job):
+    fresh = profile_job(mlp_job).gradient
+    assert torch.equal(profile_job(mlp_job).gradient, fresh)  # seeded: the same batches
+    trained = profile_job(mlp_job, warmup_steps=300).gradient
+    # Only the optimizer steps can make them differ; 300 of them bring the loss near its floor.
+    assert not torch.equal(trained, fresh)
+    assert trained.norm() < fresh.norm() / 2
 
 
 def test_the_link_probe_times_real_collectives_between_the_jobs_workers(mlp_job):

@@ -77,8 +77,19 @@ def test_simulate_predicts_every_combination_projects_and_draws(gradsync_cmd, cl
         (["model=mlp", "--compressors", "zip"], "unknown compressor zip; valid: bf16"),
         (["model=mlp", "--workers", "4,x"], "not a list of worker counts"),
         (["model=mlp", "--algorithm", "butterfly"], "valid: ring, tree"),
+        (["model=mlp", "--compute-scale", "0"], "0 must be > 0"),
+        (["model=mlp", "--warmup-steps", "many"], "'many' is not a whole number"),
     ],
-    ids=["unknown-key", "timeline-suffix", "unknown-option", "compressor", "workers", "algorithm"],
+    ids=[
+        "unknown-key",
+        "timeline-suffix",
+        "unknown-option",
+        "compressor",
+        "workers",
+        "algorithm",
+        "compute-scale",
+        "warmup-steps",
+    ],
 )
 def test_simulate_rejects_bad_input_with_one_line_and_exit_2(gradsync_cmd, cli_env, args, message):
     result = run_cli(gradsync_cmd, "simulate", *args, env=cli_env)
@@ -93,6 +104,7 @@ def test_simulate_help_names_its_options(capsys):
     assert simulate_cli.main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "--timeline FILE.png" in out and "--workers" in out and "--algorithm" in out
+    assert "--compute-scale F" in out and "--warmup-steps N" in out
 
 
 def test_profile_tensors_times_every_tensor_in_backward_order():

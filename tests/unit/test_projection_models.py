@@ -10,20 +10,23 @@ from omegaconf import OmegaConf
 from gradsync.compressors.fp16 import FP16Compressor
 from gradsync.compressors.none import NoneCompressor
 from gradsync.compressors.terngrad import TernGradCompressor
+from gradsync.compressors.threshold import ThresholdCompressor
 from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.auto import for_compressor
 from gradsync.projection.cluster import Cluster
 from gradsync.projection.predict import SCHEDULER_MODELS, Job, predict
 from gradsync.projection.profile import ModelProfile
-from gradsync.projection.wire import Wire, measure_wire
+from gradsync.projection.wire import Wire, extrapolate, measure_wire
 
 LAYERS = (2000, 50, 6000, 100, 1200, 10)
 N = sum(LAYERS)
 
 
-def _wire(compressor) -> Wire:
+def _wire(compressor, workers: int = 2) -> Wire:
     torch.manual_seed(0)
-    return measure_wire("c", compressor, for_compressor(compressor), torch.randn(N), LAYERS)
+    return measure_wire(
+        "c", compressor, for_compressor(compressor), torch.randn(N), LAYERS, workers=workers
+    )
 
 
 def test_a_dense_gradient_is_one_all_reduce_of_its_floats():
@@ -58,6 +61,59 @@ def test_exchange_time_grows_with_the_elements_and_includes_compression():
     assert wire.exchange_seconds(Cluster(workers=1, bandwidth_bps=1e9), N) == pytest.approx(
         wire.compress_seconds
     )
+
+
+def test_union_top_k_builds_up_with_the_workers_and_gathered_top_k_does_not():
+    k_bytes = 4 * int(0.01 * N)
+    values = [_wire(TopKCompressor(density=0.01), w).calls[-1] for w in (1, 2, 4)]
+    assert [kind for kind, _ in values] == ["all_reduce"] * 3
+    # Workers that select elsewhere: the union, and so the values all-reduced, grow n-fold.
+    assert [rate * N for _, rate in values] == pytest.approx([k_bytes, 2 * k_bytes, 4 * k_bytes])
+    gathered = [_wire(TopKCompressor(density=0.01, exchange="allgather"), w) for w in (2, 4)]
+    assert gathered[0].calls == gathered[1].calls
+
+
+def test_combining_grows_with_the_payloads_gathered():
+    one = _wire(TopKCompressor(density=0.05, exchange="allgather"), 1)
+    many = _wire(TopKCompressor(density=0.05, exchange="allgather"), 8)
+    assert many.combine_seconds > one.combine_seconds
+
+
+def test_every_repeat_measures_the_same_step_from_a_fresh_memory():
+    # A threshold passes more elements once a memory holds what earlier steps left out: the
+    # recorded exchange must be that of one step, as for the very first measurement.
+    torch.manual_seed(0)
+    gradient = torch.randn(N)
+    compressor = ThresholdCompressor(density=0.01)
+    feedback = for_compressor(compressor)
+    wire = measure_wire("threshold", compressor, feedback, gradient, LAYERS)
+    passing = int((gradient.abs() >= compressor.threshold).sum())
+    indices = next(rate for kind, rate in wire.calls if kind == "all_gather")
+    assert indices * N == pytest.approx(passing * 4)  # int32 indices of one step's selection
+
+
+def test_extrapolation_follows_each_calls_growth_and_stops_at_dense():
+    def wire(workers: int, union: float, own: float, combine: float) -> Wire:
+        calls = (("all_gather", own), ("all_reduce", union))
+        return Wire("c", N, calls, 0.01, 0.01, combine_seconds=combine, workers=workers)
+
+    larger = extrapolate(wire(4, 0.16, 0.04, 0.2), wire(8, 0.32, 0.02, 0.4), 64, element_bytes=4)
+    (_, own), (_, union) = larger.calls
+    assert union == pytest.approx(0.32 * 8)  # n-fold build-up
+    assert own == pytest.approx(0.02 / 8)  # a shrinking share (DEFT's partitions)
+    assert larger.combine_seconds == pytest.approx(0.4 * 8) and larger.workers == 64
+    capped = extrapolate(wire(4, 1.0, 0.04, 0.2), wire(8, 2.0, 0.02, 0.4), 512, element_bytes=4)
+    assert capped.calls[1][1] == 4.0  # never more than the dense gradient
+
+
+def test_a_slower_machine_scales_every_compute_time_and_no_transfer():
+    wire = _wire(TopKCompressor(density=0.01, exchange="allgather"))
+    cluster = Cluster(workers=8, bandwidth_bps=1e9)
+    slow = wire.scaled(10.0)
+    assert slow.compress_seconds == pytest.approx(10 * wire.compress_seconds)
+    assert slow.transfer_seconds(cluster, N) == wire.transfer_seconds(cluster, N)
+    scaled = PROFILE.scaled(0.5)
+    assert scaled.compute == pytest.approx(PROFILE.compute / 2) and scaled.sizes == PROFILE.sizes
 
 
 # ---- scheduler models --------------------------------------------------------------------------
