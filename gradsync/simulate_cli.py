@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -124,24 +124,25 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
-def _count(text: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if count < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be >= 0")
-    return count
+def _bounded(
+    parse: Callable[[str], float], what: str, allowed: Callable[[float], bool], rule: str
+) -> Callable[[str], float]:
+    """An argparse type: ``parse`` the text, then check it keeps to ``rule``."""
+
+    def convert(text: str) -> float:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not allowed(value):
+            raise argparse.ArgumentTypeError(f"{text} must be {rule}")
+        return value
+
+    return convert
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} must be > 0")
-    return value
+_count = _bounded(int, "a whole number", lambda value: value >= 0, ">= 0")
+_positive = _bounded(float, "a number", lambda value: value > 0, "> 0")
 
 
 def _figure_path(text: str) -> Path:
