@@ -138,8 +138,9 @@ class SharedHostDelays:
     steps and links (``link_probe.py``): the first collective after the compute waits for
     the last worker to finish its share of the cores (``sync``, once per iteration), and
     every collective call pays a fixed cost (``calls``: seconds of a one-element
-    ``all_reduce``, ``all_gather`` and ``broadcast``). Bandwidth is left to the formulas:
-    one-element messages carry none, and larger probes would fit in the shaper's burst."""
+    ``all_reduce``, ``all_gather`` and ``broadcast`` made right after some computing).
+    Bandwidth is left to the formulas: one-element messages carry none, and larger probes
+    would fit in the shaper's burst."""
 
     sync: float
     calls: dict[str, float]

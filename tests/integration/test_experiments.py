@@ -16,6 +16,10 @@ HEAVY = {  # ImageNet-variant models, about 10 s each: make test-full (every rec
     "terngrad_alexnet_imagenet",
     "osp_resnet101_imagenet",
     "deftsched_resnet101_imagenet",
+    # ResNet-18 on shaped links, about 17 s each; tests/unit/test_reproduce_recipes.py composes
+    # every sweep of theirs, and the smaller omgs_*/deftsched_* recipes run the same schedulers.
+    "repro_omgs",
+    "repro_deftsched",
 }
 EXPERIMENTS = [
     pytest.param(e, marks=pytest.mark.slow) if e in HEAVY else e
