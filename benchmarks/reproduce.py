@@ -477,15 +477,15 @@ def validation() -> str:
 
     rows = []
     for name, reproduction in REPRODUCTIONS.items():
-        with Predictor(warmup_steps=reproduction.warmup_steps) as predictor:
-            for run in find_runs([RESULTS / name / "runs"]):
-                measured = steady_iteration(run, reproduction.skip_steps)
-                estimate = predictor.estimate(
-                    run.config,
-                    scheduler=str(run.setting("scheduler")),
-                    compressor=str(run.setting("compressor")),
-                )
-                rows.append((name, label(run), measured, estimate.iteration))
+        predictor = Predictor(warmup_steps=reproduction.warmup_steps)
+        for run in find_runs([RESULTS / name / "runs"]):
+            measured = steady_iteration(run, reproduction.skip_steps)
+            estimate = predictor.estimate(
+                run.config,
+                scheduler=str(run.setting("scheduler")),
+                compressor=str(run.setting("compressor")),
+            )
+            rows.append((name, label(run), measured, estimate.iteration))
     errors = [abs(p - m) / m for *_, m, p in rows]
     within = sum(e <= VALIDATION_TOLERANCE for e in errors)
     lines = [

@@ -6,8 +6,8 @@ The model is built from the composed config and profiled on this machine at
 ``trainer.batch_size`` (per-tensor forward and backward times, the optimizer's update), and every
 compressor runs once on its real gradient to record what it sends (``gradsync/projection/``).
 The job's own cluster is ``trainer.workers`` at ``runner.bandwidth`` (1gbit when the runner has
-none); under runner=local or runner=netem every process shares this host, so the profile is
-taken with as many processes computing at once. Communication is priced with α-β models of the
+none); under runner=local or runner=netem every process shares this host, so compute is
+slowed by the workers' share of its cores. Communication is priced with α-β models of the
 collectives (``--algorithm``, ``--latency``, ``--gpus-per-node``/``--intra-bandwidth``: the
 TernGrad paper's appendix B), schedules by the discrete-event simulator and OMGS's timeline.
 
@@ -215,15 +215,9 @@ def _cluster_options(args: argparse.Namespace, cluster: Cluster) -> Cluster:
 
 
 def simulate(args: argparse.Namespace) -> str:
-    from gradsync.projection.jobs import Predictor
+    from gradsync.projection.jobs import Predictor, cluster_for
 
-    # The context stops the processes it profiles among.
-    with Predictor(warmup_steps=args.warmup_steps, compute_scale=args.compute_scale) as predictor:
-        return _simulate_with(args, predictor)
-
-
-def _simulate_with(args: argparse.Namespace, predictor: Predictor) -> str:
-    from gradsync.projection.jobs import cluster_for, processes_of
+    predictor = Predictor(warmup_steps=args.warmup_steps, compute_scale=args.compute_scale)
 
     baseline = _baseline(args.overrides)
     cfg = baseline.cfg
@@ -239,15 +233,18 @@ def _simulate_with(args: argparse.Namespace, predictor: Predictor) -> str:
     )
     if not combos:
         raise ConfigError(f"no compressor × scheduler composes: {refused[0]}")
-    processes = processes_of(cfg, cluster)
-    profile = predictor.profiled(cfg, processes).profile.scaled(args.compute_scale)
+    profile = predictor.profiled(cfg).profile.scaled(args.compute_scale)
     scaled = f", times x{args.compute_scale:g}" if args.compute_scale != 1.0 else ""
+    if cluster.compute_slowdown > 1.0:
+        scaled += (
+            f"; x{cluster.compute_slowdown:g} in the job, whose {cluster.workers} workers share "
+            f"{cluster.shared_host_cores} cores"
+        )
     lines = [
         f"model {profile.model}: {len(profile.sizes)} tensors, {profile.numel:,} elements; batch "
         f"{profile.batch_size}: forward {sum(profile.forward) * 1e3:.2f} ms, backward "
         f"{sum(profile.backward) * 1e3:.2f} ms, update {profile.update * 1e3:.2f} ms "
-        f"(profiled here, {processes} process{'es' if processes > 1 else ''} computing at once"
-        f"{scaled})",
+        f"(profiled here alone{scaled})",
         _describe(cluster),
         "",
     ]

@@ -39,12 +39,17 @@ class Cluster:
     second_bandwidth_bps: float | None = None
     """A second link (DeFT's), when the cluster has one."""
     shared_host_cores: int | None = None
-    """All processes run on one host of this many cores (this machine under runner=netem):
-    compute is profiled with as many processes at once. None: every worker has its own."""
+    """All processes run on one host of this many cores (this machine under runner=netem).
+    None: every worker has a machine of its own."""
+    threads_per_worker: int = 1
+    """Compute threads of each worker (``trainer.threads_per_worker``), for sharing a host."""
     call_s: Mapping[str, float] = field(default_factory=dict)
     """Measured seconds of a one-element ``all_reduce``, ``all_gather`` or ``broadcast``
-    between these workers (a shared host's shaped links), paid by every such call instead of
-    the start-ups of the formulas below."""
+    between these workers (a shared host's shaped links) made after computing, paid by every
+    such call instead of the start-ups of the formulas below."""
+    overlapped_call_s: Mapping[str, float] = field(default_factory=dict)
+    """The same, made back to back by a communication thread while the workers compute (a
+    pipelined scheduler's calls): ``overlapped()`` prices calls with these."""
     sync_s: float = 0.0
     """Added once per synchronous iteration: waiting for the last worker's share of the
     cores, on a shared host."""
@@ -69,11 +74,26 @@ class Cluster:
             raise ValueError(f"latency must be >= 0, got {self.latency_s}")
 
     @property
+    def compute_slowdown(self) -> float:
+        """How many times longer each worker computes than the profile taken alone: workers
+        of a synchronous job compute at the same moments, so when their threads outnumber a
+        shared host's cores each gets ``cores / threads`` of the time it needs."""
+        if self.shared_host_cores is None:
+            return 1.0
+        return max(1.0, self.workers * self.threads_per_worker / self.shared_host_cores)
+
+    @property
     def nodes(self) -> int:
         return self.workers // self.gpus_per_node
 
     def with_workers(self, workers: int) -> Cluster:
         return replace(self, workers=workers)
+
+    def overlapped(self) -> Cluster:
+        """This cluster for calls made from a communication thread while computing."""
+        if not self.overlapped_call_s:
+            return self
+        return replace(self, call_s=self.overlapped_call_s)
 
     def second_link(self) -> Cluster | None:
         if self.second_bandwidth_bps is None:

@@ -17,10 +17,14 @@ Each scheduler has one model here, chosen by name (the same names as ``scheduler
   iteration's compute (ICS). They are the smallest layers that fit in U_max (OSP moves whole
   layers; the loss factor of its schedule is taken at its best, 1).
 
-Every iteration also pays the optimizer update once (on the server for the parameter servers),
-combining what the workers sent into one gradient (once, after the last exchange, as the
-schedulers do), and loading its batch; on a shared host, schedulers whose workers meet every
-iteration also wait for the slowest worker's share of the cores (``Cluster.sync_s``).
+On a shared host, the overlapped schedulers' calls cost what calls made from a communication
+thread while computing do (``Cluster.overlapped``), the others' what calls right after
+computing do. Every iteration also pays the optimizer update once (on the server for the
+parameter servers), combining what the workers sent into one gradient (once, after the last
+exchange, as the schedulers do), and loading its batch; on a shared host, schedulers whose
+workers meet every iteration also wait for the slowest worker's share of the cores
+(``Cluster.sync_s``), and compute is slowed by the workers' sharing of the cores
+(``Cluster.compute_slowdown``, applied by ``jobs.Predictor``).
 """
 
 from __future__ import annotations
@@ -287,6 +291,8 @@ SCHEDULER_MODELS: dict[str, Callable[[Job], Estimate]] = {
 
 # Workers of these meet every iteration, so each waits for the slowest's share of a shared host.
 IN_LOCKSTEP = frozenset(SCHEDULER_MODELS) - {"asp", "ssp"}
+# These exchange while backward runs, from a communication thread (or the group's own threads).
+OVERLAPPED = frozenset({"wfbp", "bytescheduler", "usbyte", "deft", "lags", "mgs", "omgs"})
 
 
 def predict(scheduler: str, job: Job) -> Estimate:
@@ -296,6 +302,8 @@ def predict(scheduler: str, job: Job) -> Estimate:
         raise ValueError(
             f"no cost model for scheduler {scheduler!r}; valid: {', '.join(SCHEDULER_MODELS)}"
         ) from None
+    if scheduler in OVERLAPPED:
+        job = replace(job, cluster=job.cluster.overlapped())
     estimate = model(job)
     waits = job.cluster.sync_s if scheduler in IN_LOCKSTEP and job.cluster.workers > 1 else 0.0
     once = job.profile.data + job.wire.combine_seconds + waits

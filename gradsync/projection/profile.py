@@ -1,22 +1,23 @@
 """A profile of the real model on this machine: per-tensor forward and backward seconds, sizes,
 the optimizer's update time, and one real gradient (for measuring what compressors send).
 
-On a shared host (every worker of a ``runner=netem`` job on this machine) the profile is taken
-while as many other processes as the job has run the same training step: the cores are shared
-the same way as in the job, so the compute times include that contention.
+The profile is taken in this process alone. Workers that share this host's cores (a
+``runner=netem`` job) compute in lockstep and are slowed by that sharing, which the cost model
+applies (``Cluster.compute_slowdown``): measuring under a stand-in load instead gave times
+that moved by up to 45% between two profiles, and ran 20–40% slower than the job's own
+compute, whose workers leave the cores free while they wait on the network.
 """
 
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 PROFILE_STEPS = 5
 NETEM_RUNNER = "runners.netem.NetemRunner"
-LOAD_READY_TIMEOUT_S = 120
+PROBE_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,6 @@ class ModelProfile:
     which prefetch it)."""
     batch_size: int
     element_bytes: int
-    processes: int
-    """Processes computing at once while this was measured."""
 
     def scaled(self, factor: float) -> ModelProfile:
         """This profile on a machine whose compute takes ``factor`` times as long."""
@@ -122,35 +121,27 @@ def _forever(loader: Iterable[object]) -> Iterator[object]:
         yield from loader
 
 
-def _keep_computing(config_yaml: str, ready: mp.Event, stop: mp.Event) -> None:
-    """A stand-in for another worker of the job: train steps until told to stop."""
-    cfg = OmegaConf.create(config_yaml)
-    model, loss, _ = training_step(cfg)
-    ready.set()
-    while not stop.is_set():
-        loss().backward()
-        model.zero_grad(set_to_none=True)
-
-
 @dataclass(frozen=True)
 class SharedHostDelays:
     """What the cost model cannot derive on this host, measured with the job's own workers,
     steps and links (``link_probe.py``): the first collective after the compute waits for
     the last worker to finish its share of the cores (``sync``, once per iteration), and
     every collective call pays a fixed cost (``calls``: seconds of a one-element
-    ``all_reduce``, ``all_gather`` and ``broadcast`` made right after some computing).
-    Bandwidth is left to the formulas: one-element messages carry none, and larger probes
-    would fit in the shaper's burst."""
+    ``all_reduce``, ``all_gather`` and ``broadcast`` made right after some computing;
+    ``overlapped_calls``: the same made back to back from a communication thread while
+    training runs). Bandwidth is left to the formulas: one-element messages carry none, and
+    larger probes would fit in the shaper's burst."""
 
     sync: float
     calls: dict[str, float]
+    overlapped_calls: dict[str, float]
 
 
 def probe_links(cfg: DictConfig, workers: int) -> SharedHostDelays:
     """Run ``workers`` link probes on this host: in namespaces on links shaped like the job's
     under runner=netem, over loopback otherwise."""
     if workers < 2:
-        return SharedHostDelays(sync=0.0, calls={})
+        return SharedHostDelays(sync=0.0, calls={}, overlapped_calls={})
     with tempfile.TemporaryDirectory() as scratch, ExitStack() as stack:
         config, out = Path(scratch) / "job.yaml", Path(scratch) / "result.json"
         config.write_text(OmegaConf.to_yaml(cfg, resolve=True))
@@ -163,7 +154,9 @@ def probe_links(cfg: DictConfig, workers: int) -> SharedHostDelays:
         ]
         _wait_for(processes)
         result = json.loads(out.read_text())
-    return SharedHostDelays(sync=result["sync"], calls=result["calls"])
+    return SharedHostDelays(
+        sync=result["sync"], calls=result["calls"], overlapped_calls=result["overlapped_calls"]
+    )
 
 
 def _probe_launch(
@@ -195,7 +188,7 @@ def _probe_launch(
 
 def _wait_for(processes: list[subprocess.Popen[str]]) -> None:
     """All probes finish, or the first failure stops the others and is raised with its rank."""
-    deadline = time.monotonic() + LOAD_READY_TIMEOUT_S
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
     try:
         while any(p.poll() is None for p in processes):
             failed = [(r, p) for r, p in enumerate(processes) if p.returncode not in (None, 0)]
@@ -214,47 +207,11 @@ def _wait_for(processes: list[subprocess.Popen[str]]) -> None:
             process.wait()
 
 
-def _wait_until_computing(process: mp.Process, ready: mp.Event) -> None:
-    deadline = time.monotonic() + LOAD_READY_TIMEOUT_S
-    while not ready.wait(0.2):
-        if not process.is_alive():
-            raise RuntimeError(
-                f"a profiling helper process exited with code {process.exitcode} before computing"
-            )
-        if time.monotonic() > deadline:
-            raise RuntimeError("a profiling helper process did not start computing in time")
-
-
-@contextmanager
-def others_computing(cfg: DictConfig, count: int) -> Iterator[None]:
-    """``count`` other processes train the job's steps on this host for as long as this lasts:
-    what is measured meanwhile shares the cores as the job's workers do."""
-    context = mp.get_context("spawn")
-    stop = context.Event()
-    config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
-    helpers = []
-    try:
-        for _ in range(count):
-            ready = context.Event()
-            process = context.Process(target=_keep_computing, args=(config_yaml, ready, stop))
-            process.start()
-            helpers.append((process, ready))
-        for process, ready in helpers:
-            _wait_until_computing(process, ready)
-        yield
-    finally:
-        stop.set()
-        for process, _ in helpers:
-            process.join(timeout=30)
-            if process.is_alive():
-                process.kill()
-
-
-def profile_job(cfg: DictConfig, *, processes: int = 1, warmup_steps: int = 0) -> ProfiledJob:
-    """Profile the composed job's model at ``trainer.batch_size`` in this process (inside
-    ``others_computing`` when ``processes`` > 1: how many compute meanwhile). The gradient
-    compressors are measured on is taken after ``warmup_steps`` of training with the job's
-    optimizer: how many elements pass a threshold depends on how far training has come."""
+def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
+    """Profile the composed job's model at ``trainer.batch_size`` in this process, alone on
+    the host. The gradient compressors are measured on is taken after ``warmup_steps`` of
+    training with the job's optimizer: how many elements pass a threshold depends on how far
+    training has come."""
     import torch
 
     from gradsync.sync.profiling import median_seconds, profile_tensors
@@ -286,6 +243,5 @@ def profile_job(cfg: DictConfig, *, processes: int = 1, warmup_steps: int = 0) -
         data=data,
         batch_size=int(cfg.trainer.batch_size),
         element_bytes=params[0].element_size() if params else 4,
-        processes=processes,
     )
     return ProfiledJob(profile=profile, gradient=gradient, layer_sizes=tuple(sizes))

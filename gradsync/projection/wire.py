@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 LENGTH_BYTES = 8  # one int64 length per worker
 REPEATS = 3
+# More than a last-level cache: a step's compression follows backward, which has swept the
+# caches of what the compressor reads; measured warm, selections ran 10-40% faster.
+CACHE_SWEEP_BYTES = 64 * 2**20
 MAX_RECORDED_WORLD = 8  # larger worlds are extrapolated (every worker's payload is built here)
 INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -137,12 +140,14 @@ def measure_wire(
         compressor=compressor, feedback=feedback, collective=collective, clock=time.perf_counter
     )
     fresh = feedback.state_dict()
+    sweep = torch.zeros(CACHE_SWEEP_BYTES // 4)
     compress, combining = [], []
     for _ in range(REPEATS + 1):
         collective.calls.clear()
         # Every repeat is the same step, not a run of steps on one gradient: a memory that
         # kept what the last repeat left out would let ever more elements pass a threshold.
         feedback.load_state_dict(fresh)
+        sweep.add_(1.0)
         start = time.perf_counter()
         # Step 0 every time: rank 0 is then the one that decides (CLT-k's leader, DEFT's
         # planner), so what it broadcasts is real.

@@ -1,6 +1,6 @@
 """Profiling the composed job's model on this host (``projection/profile.py``): the per-tensor
-times and sizes line up with the model, contention from other processes slows the compute, and
-the link probe runs real gloo workers and reports sane delays."""
+times and sizes line up with the model, warming up trains it, and the link probe runs real gloo
+workers and reports sane delays for calls after computing and calls made while computing."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_the_profile_covers_every_tensor_in_backward_order(mlp_job):
     assert sum(profile.sizes) == profiled.gradient.numel() == 17_226
     assert len(profile.forward) == len(profile.backward) == len(profile.sizes)
     assert all(t >= 0 for t in profile.forward + profile.backward)
-    assert sum(profile.backward) > 0 and profile.update > 0 and profile.processes == 1
+    assert sum(profile.backward) > 0 and profile.update > 0
     assert profiled.gradient.abs().sum() > 0
 
 
@@ -39,7 +39,8 @@ def test_warming_up_trains_the_model_before_its_gradient_is_taken(mlp_job):
 
 def test_the_link_probe_times_real_collectives_between_the_jobs_workers(mlp_job):
     delays = probe_links(mlp_job, 2)
-    assert set(delays.calls) == {"all_reduce", "all_gather", "broadcast"}
-    assert all(0 < seconds < 0.5 for seconds in delays.calls.values())
+    for calls in (delays.calls, delays.overlapped_calls):
+        assert set(calls) == {"all_reduce", "all_gather", "broadcast"}
+        assert all(0 < seconds < 0.5 for seconds in calls.values())
     assert 0 <= delays.sync < 0.5
     assert probe_links(mlp_job, 1).calls == {}

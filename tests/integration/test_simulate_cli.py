@@ -36,7 +36,7 @@ def test_simulate_predicts_every_combination_projects_and_draws(gradsync_cmd, cl
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "17,226 elements" in out and "2 processes computing at once" in out
+    assert "17,226 elements" in out and "profiled here alone" in out
     assert "2 workers, 100 Mbit/s links" in out and "second link 50 Mbit/s" in out
     rows = {m[1]: m for m in ROW.finditer(out.split("projected")[0])}
     assert set(rows) >= {

@@ -92,3 +92,32 @@ def test_a_measured_start_up_replaces_the_formulas_latency():
     c = Cluster(workers=4, bandwidth_bps=GBIT, call_s={"all_gather": 0.002})
     assert c.all_gather(1e6) == pytest.approx(0.002 + 3 * 1e6 * 8 / GBIT)
     assert c.all_reduce(1e6) == pytest.approx(6 * c.latency_s + 1.5 * 1e6 * 8 / GBIT)
+
+
+def test_calls_made_while_computing_are_priced_apart():
+    c = Cluster(
+        workers=4,
+        bandwidth_bps=GBIT,
+        call_s={"all_gather": 0.008},
+        overlapped_call_s={"all_gather": 0.003},
+    )
+    assert c.overlapped().all_gather(0) == pytest.approx(0.003)
+    assert c.all_gather(0) == pytest.approx(0.008)
+    plain = Cluster(workers=4, bandwidth_bps=GBIT, call_s={"all_gather": 0.008})
+    assert plain.overlapped() == plain  # nothing measured: the same prices
+
+
+@pytest.mark.parametrize(
+    ("workers", "threads", "cores", "slowdown"),
+    [(4, 1, 2, 2.0), (2, 1, 2, 1.0), (1, 1, 2, 1.0), (2, 2, 2, 2.0), (8, 1, None, 1.0)],
+)
+def test_workers_outnumbering_a_shared_hosts_cores_compute_slower(
+    workers, threads, cores, slowdown
+):
+    c = Cluster(
+        workers=workers,
+        bandwidth_bps=GBIT,
+        shared_host_cores=cores,
+        threads_per_worker=threads,
+    )
+    assert c.compute_slowdown == slowdown

@@ -14,7 +14,7 @@ from gradsync.compressors.threshold import ThresholdCompressor
 from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.auto import for_compressor
 from gradsync.projection.cluster import Cluster
-from gradsync.projection.predict import SCHEDULER_MODELS, Job, predict
+from gradsync.projection.predict import OVERLAPPED, SCHEDULER_MODELS, Job, predict
 from gradsync.projection.profile import ModelProfile
 from gradsync.projection.wire import Wire, extrapolate, measure_wire
 
@@ -126,7 +126,6 @@ PROFILE = ModelProfile(
     data=0.0,
     batch_size=32,
     element_bytes=4,
-    processes=1,
 )
 DENSE = Wire(
     compressor="none", numel=PROFILE.numel, calls=(("all_reduce", 4.0),), compress_seconds=0.0,
@@ -202,6 +201,22 @@ def test_a_synchronous_server_adds_its_incast_and_asynchronous_ones_never_wait_l
     # OSP with no room for unimportant layers is BSP; with room it is never slower.
     assert predict("osp", _job(DENSE, cluster, budget=0.0)).iteration == pytest.approx(bsp)
     assert predict("osp", _job(DENSE, cluster, max_unimportant=0.8)).iteration <= bsp
+
+
+@pytest.mark.parametrize("scheduler", ["allreduce", "lags", "mgs", "wfbp", "deft", "ps_bsp"])
+def test_pipelined_schedulers_pay_the_calls_made_while_computing_and_others_do_not(scheduler):
+    after, during = (
+        {"all_gather": 0.02, "all_reduce": 0.02},
+        {"all_gather": 0.001, "all_reduce": 0.001},
+    )
+    cluster = Cluster(workers=4, bandwidth_bps=1e9, call_s=after, overlapped_call_s=during)
+    wire = DENSE if scheduler in ("wfbp", "deft", "ps_bsp") else SPARSE
+    both = predict(scheduler, _job(wire, cluster, **SCHEDULERS[scheduler])).iteration
+    overlapped = scheduler in OVERLAPPED
+    alone = Cluster(workers=4, bandwidth_bps=1e9, call_s=during if overlapped else after)
+    assert both == pytest.approx(
+        predict(scheduler, _job(wire, alone, **SCHEDULERS[scheduler])).iteration
+    )
 
 
 def test_an_unknown_scheduler_names_the_valid_ones():
