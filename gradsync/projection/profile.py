@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
     from torch import Tensor, nn
 
-PROFILE_STEPS = 5
+PROFILE_STEPS, MAX_PROFILE_STEPS = 5, 50
+PROFILE_S = 3.0
 NETEM_RUNNER = "runners.netem.NetemRunner"
 PROBE_TIMEOUT_S = 120
 
@@ -207,6 +208,16 @@ def _wait_for(processes: list[subprocess.Popen[str]]) -> None:
             process.wait()
 
 
+def _steps(model: nn.Module, loss: Callable[[], Tensor]) -> int:
+    """PROFILE_STEPS, or more for a fast model (medians of milliseconds move with every
+    hiccup of a shared host), up to about PROFILE_S of them."""
+    start = time.perf_counter()
+    loss().backward()
+    seconds = time.perf_counter() - start
+    model.zero_grad(set_to_none=True)
+    return min(MAX_PROFILE_STEPS, max(PROFILE_STEPS, int(PROFILE_S / max(seconds, 1e-6))))
+
+
 def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
     """Profile the composed job's model at ``trainer.batch_size`` in this process, alone on
     the host. The gradient compressors are measured on is taken after ``warmup_steps`` of
@@ -218,11 +229,10 @@ def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
     from gradsync.train.build import build_optimizer
 
     model, loss, params, load, loss_of = _job_parts(cfg)
-    forward, backward = profile_tensors(model, loss, steps=PROFILE_STEPS)
+    steps = _steps(model, loss)
+    forward, backward = profile_tensors(model, loss, steps=steps)
     prefetched = int(OmegaConf.select(cfg, "trainer.loader_workers") or 0) > 0
-    data = (
-        0.0 if prefetched else median_seconds(load, repeats=PROFILE_STEPS, clock=time.perf_counter)
-    )
+    data = 0.0 if prefetched else median_seconds(load, repeats=steps, clock=time.perf_counter)
     trainer = build_optimizer(cfg, model)
     for _ in range(warmup_steps):
         trainer.zero_grad(set_to_none=True)
@@ -232,7 +242,7 @@ def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
     loss_of(load()).backward()
     gradient = torch.cat([p.grad.reshape(-1) for p in params]).detach().clone()
     optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9)
-    update = median_seconds(optimizer.step, repeats=PROFILE_STEPS, clock=time.perf_counter)
+    update = median_seconds(optimizer.step, repeats=steps, clock=time.perf_counter)
     sizes = [p.numel() for p in params]
     profile = ModelProfile(
         model=type(model).__name__,
