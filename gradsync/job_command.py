@@ -19,10 +19,16 @@ def wants_help(args: list[str], usage: str, doc: str) -> bool:
 
 
 def print_or_fail(make: Callable[[], str]) -> int:
-    """Print what ``make`` returns (exit 0), or its error in one line (exit 2)."""
+    """Print what ``make`` returns (exit 0), or its error in one line: exit 2 for bad input,
+    1 when a measurement on this host failed."""
+    from gradsync.projection.profile import MeasurementError
+
     try:
         print(make())
     except (ConfigError, FileNotFoundError, KeyError) as exc:
         print(f"gradsync: error: {exc}", file=sys.stderr)
         return 2
+    except MeasurementError as exc:
+        print(f"gradsync: error: {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from omegaconf import OmegaConf
 
-WARMUP, STEPS, MAX_STEPS = 3, 12, 200  # STEPS of each kind at least
+WARMUP, STEPS, MAX_STEPS = 3, 8, 200  # STEPS of each kind at least
 MEASURE_S = 4.0  # a fast model takes more steps, up to about this long
 OVERLAPPED_ROUNDS = 4  # of each call per training step
 BUSY_S = 0.002  # about one small layer's selection

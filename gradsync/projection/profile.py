@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 PROFILE_STEPS, MAX_PROFILE_STEPS = 5, 50
 PROFILE_S = 3.0
 NETEM_RUNNER = "runners.netem.NetemRunner"
-PROBE_TIMEOUT_S = 120
+PROBE_TIMEOUT_S = 600  # a guard against a hung probe: ResNet-50's takes minutes
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,10 @@ def _forever(loader: Iterable[object]) -> Iterator[object]:
         yield from loader
 
 
+class MeasurementError(RuntimeError):
+    """A measurement on this host could not be taken (a probe worker failed or hung)."""
+
+
 @dataclass(frozen=True)
 class SharedHostDelays:
     """What the cost model cannot derive on this host, measured with the job's own workers,
@@ -200,7 +204,7 @@ def _wait_for(processes: list[subprocess.Popen[str]]) -> None:
             if process.poll() is None or process.returncode != 0:
                 error = "" if process.poll() is None else process.stderr.read().strip()
                 last = error.splitlines()[-1] if error else "did not finish in time"
-                raise RuntimeError(f"link probe rank {rank} failed: {last}")
+                raise MeasurementError(f"link probe rank {rank} failed: {last}")
     finally:
         for process in processes:
             if process.poll() is None:
@@ -231,8 +235,6 @@ def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
     model, loss, params, load, loss_of = _job_parts(cfg)
     steps = _steps(model, loss)
     forward, backward = profile_tensors(model, loss, steps=steps)
-    prefetched = int(OmegaConf.select(cfg, "trainer.loader_workers") or 0) > 0
-    data = 0.0 if prefetched else median_seconds(load, repeats=steps, clock=time.perf_counter)
     trainer = build_optimizer(cfg, model)
     for _ in range(warmup_steps):
         trainer.zero_grad(set_to_none=True)
@@ -241,6 +243,10 @@ def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
     model.zero_grad(set_to_none=True)
     loss_of(load()).backward()
     gradient = torch.cat([p.grad.reshape(-1) for p in params]).detach().clone()
+    # Loading is timed after the gradient is taken: its batches stay the same however many
+    # steps the timing takes.
+    prefetched = int(OmegaConf.select(cfg, "trainer.loader_workers") or 0) > 0
+    data = 0.0 if prefetched else median_seconds(load, repeats=steps, clock=time.perf_counter)
     optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9)
     update = median_seconds(optimizer.step, repeats=steps, clock=time.perf_counter)
     sizes = [p.numel() for p in params]

@@ -64,6 +64,17 @@ def test_residual_feedback_invariant_and_state():
     torch.testing.assert_close(restored.compensate(nxt, name="w"), nxt + residual)
 
 
+def test_the_error_norm_of_many_large_residuals_matches_a_float64_reference():
+    fb = ResidualFeedback()
+    generator = torch.Generator().manual_seed(3)
+    residuals = {f"g{i}": torch.randn(n, generator=generator) * (i + 1) for i, n in
+                 enumerate([3_000_000, 17, 250_000, 1])}  # fmt: skip
+    for name, residual in residuals.items():
+        fb.update(residual, torch.zeros_like(residual), name=name)
+    reference = torch.cat([r.double() for r in residuals.values()]).norm().item()
+    assert fb.norm() == pytest.approx(reference, rel=1e-7)
+
+
 def test_none_feedback_forgets():
     fb = NoneFeedback()
     grad = torch.randn(10)
