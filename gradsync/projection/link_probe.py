@@ -96,10 +96,11 @@ def _one_element_calls(group: dist.ProcessGroup | None) -> dict[str, Callable[[]
 def _steps(loss: Callable[[], torch.Tensor], model: torch.nn.Module) -> int:
     """Steps of each kind: STEPS, or more for a fast model, up to MEASURE_S of them (as rank
     0 times one step; every worker must make the same calls)."""
+    from gradsync.sync.profiling import samples_within
+
     seconds = _timed(lambda: loss().backward())
     model.zero_grad(set_to_none=True)
-    wanted = min(MAX_STEPS, max(STEPS, int(MEASURE_S / max(2 * seconds, 1e-6))))
-    count = torch.tensor([wanted])
+    count = torch.tensor([samples_within(2 * seconds, MEASURE_S, least=STEPS, most=MAX_STEPS)])
     dist.broadcast(count, src=0)
     return int(count.item())
 

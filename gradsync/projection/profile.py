@@ -213,13 +213,14 @@ def _wait_for(processes: list[subprocess.Popen[str]]) -> None:
 
 
 def _steps(model: nn.Module, loss: Callable[[], Tensor]) -> int:
-    """PROFILE_STEPS, or more for a fast model (medians of milliseconds move with every
-    hiccup of a shared host), up to about PROFILE_S of them."""
+    """PROFILE_STEPS, or more for a fast model, up to about PROFILE_S of them."""
+    from gradsync.sync.profiling import samples_within
+
     start = time.perf_counter()
     loss().backward()
     seconds = time.perf_counter() - start
     model.zero_grad(set_to_none=True)
-    return min(MAX_PROFILE_STEPS, max(PROFILE_STEPS, int(PROFILE_S / max(seconds, 1e-6))))
+    return samples_within(seconds, PROFILE_S, least=PROFILE_STEPS, most=MAX_PROFILE_STEPS)
 
 
 def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:

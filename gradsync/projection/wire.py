@@ -135,6 +135,7 @@ def measure_wire(
     times each (more for a fast compressor) for a median time."""
     from gradsync.sync.base import SyncComponents
     from gradsync.sync.combine import combine
+    from gradsync.sync.profiling import samples_within
 
     collective = RecordingCollective(workers, gradient.numel())
     components = SyncComponents(
@@ -168,8 +169,9 @@ def measure_wire(
         compress.append(compressed - start)
         combining.append(time.perf_counter() - exchanged)
         if len(compress) == 2:  # a fast compressor is timed more often, within MEASURE_S
-            step = compress[1] + combining[1]
-            repeats = min(MAX_REPEATS, max(repeats, int(MEASURE_S / max(step, 1e-6))))
+            repeats = samples_within(
+                compress[1] + combining[1], MEASURE_S, least=repeats, most=MAX_REPEATS
+            )
     numel = gradient.numel()
     return Wire(
         compressor=name,

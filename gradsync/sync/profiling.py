@@ -44,6 +44,13 @@ class BackwardProfile:
         return agreed[:-1], agreed[-1]
 
 
+def samples_within(seconds_each: float, budget_s: float, *, least: int, most: int) -> int:
+    """How many samples of ``seconds_each`` to take: as many as fit in ``budget_s``, but at
+    least ``least`` and at most ``most`` (a fast measurement takes more, since medians of
+    milliseconds move with every hiccup of a shared host)."""
+    return min(most, max(least, int(budget_s / max(seconds_each, 1e-6))))
+
+
 def median_seconds(run: Callable[[], object], *, repeats: int, clock: Callable[[], float]) -> float:
     run()  # warm-up: allocation, lazy initialisation
     times = []
