@@ -85,18 +85,39 @@ def continuous(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     history: list[dict[str, Any]] = []
     offset = 0.0
     previous_elapsed = None
+    last_step_of_kind: dict[frozenset[str], int] = {}
     for record in records:
-        elapsed = record.get("time/elapsed")
-        if previous_elapsed is not None and elapsed is not None and elapsed < previous_elapsed:
+        if _starts_an_attempt(record, previous_elapsed, last_step_of_kind):
             history = [r for r in history if r.get("step", 0) < record.get("step", 0)]
+            last_step_of_kind = {}
             offset = next(
                 (r["time/elapsed"] for r in reversed(history) if "time/elapsed" in r), 0.0
             )
+        elapsed = record.get("time/elapsed")
         if elapsed is not None:
             previous_elapsed = elapsed
             record = {**record, "time/elapsed": elapsed + offset}
+        if "step" in record:
+            last_step_of_kind[frozenset(record)] = record["step"]
         history.append(record)
     return history
+
+
+def _starts_an_attempt(
+    record: dict[str, Any],
+    previous_elapsed: float | None,
+    last_step_of_kind: dict[frozenset[str], int],
+) -> bool:
+    """One attempt logs each kind of record (its set of keys) at rising steps on a rising
+    clock. A restart shows as the clock going back, or, when the new process reached the
+    step faster than the old one's clock read, as a kind of record logged again at a step
+    it already had."""
+    elapsed = record.get("time/elapsed")
+    if previous_elapsed is not None and elapsed is not None and elapsed < previous_elapsed:
+        return True
+    step = record.get("step")
+    last = last_step_of_kind.get(frozenset(record))
+    return step is not None and last is not None and step <= last
 
 
 def is_run_dir(path: Path) -> bool:

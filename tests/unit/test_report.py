@@ -70,6 +70,14 @@ def test_a_resumed_history_replaces_the_lost_steps_and_keeps_the_clock_running()
     assert continuous(first) == first  # one attempt: unchanged
 
 
+def test_a_resumed_history_is_found_even_when_its_clock_reads_later_than_the_first():
+    first = [_training(10, 1.0), {"step": 22, "time/elapsed": 2.2}, _training(30, 3.0)]
+    resumed = [_training(30, 3.5), _training(40, 4.5)]  # a slow start: the clock reads later
+    history = continuous(first + resumed)
+    assert [r["step"] for r in history] == [10, 22, 30, 40]
+    assert [r["time/elapsed"] for r in history] == pytest.approx([1.0, 2.2, 5.7, 6.7])
+
+
 def test_time_to_target_is_the_first_evaluation_that_reaches_it(tmp_path):
     records = [
         {"step": 10, "eval/accuracy": 0.5, "time/elapsed": 1.0},
