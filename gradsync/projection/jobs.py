@@ -53,7 +53,7 @@ class Predictor:
     """Every measured compute time is multiplied by this (another machine's speed)."""
     _profiles: dict[str, ProfiledJob] = field(default_factory=dict)
     _wires: dict[tuple[str, str, int], Wire] = field(default_factory=dict)
-    _delays: dict[tuple[str, int], SharedHostDelays] = field(default_factory=dict)
+    _delays: dict[tuple[str, str, int], SharedHostDelays] = field(default_factory=dict)
 
     def profiled(self, cfg: DictConfig) -> ProfiledJob:
         key = _model_key(cfg)
@@ -94,7 +94,7 @@ class Predictor:
         """``cluster`` with the delays of sharing this host's cores, when its workers do."""
         if cluster.shared_host_cores is None:
             return cluster
-        key = (_model_key(cfg), cluster.workers)
+        key = (_model_key(cfg), OmegaConf.to_yaml(cfg.runner), cluster.workers)
         if key not in self._delays:
             self._delays[key] = probe_links(cfg, cluster.workers)
         delays = self._delays[key]
@@ -103,6 +103,8 @@ class Predictor:
             call_s=delays.calls,
             overlapped_call_s=delays.overlapped_calls,
             sync_s=delays.sync,
+            busy_link_slowdown=delays.busy_link_slowdown,
+            second_link_mu=delays.second_link_mu,
         )
 
     def estimate(

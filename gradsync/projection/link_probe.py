@@ -8,7 +8,12 @@ shared as in the job:
   exchange after backward is made (on oversubscribed cores the workers must first be scheduled
   again: milliseconds with 4 workers on 2 cores);
 * ``overlapped_calls``: back to back from a communication thread over a process group of its
-  own while the training thread runs forward and backward, as a pipelined scheduler's are.
+  own while the training thread runs forward and backward, as a pipelined scheduler's are;
+* ``busy_link_slowdown``: how many times longer a training step takes while large transfers
+  keep a link busy (each link, and both at once when the job has a second) than while the
+  links are idle: moving bytes through gloo and the kernel takes its share of the cores;
+* ``second_link_mu``: with a second link, how many times longer it takes than the first to
+  carry the same large all_reduce (DeFT's μ, measured as DeFT measures it).
 
 Started by ``probe_links`` as one process per worker (inside the job's network namespaces under
 runner=netem), with the usual RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT:
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import threading
@@ -31,10 +37,18 @@ import torch
 import torch.distributed as dist
 from omegaconf import OmegaConf
 
-WARMUP, STEPS, MAX_STEPS = 3, 8, 200  # STEPS of each kind at least
+from gradsync.comm.collective import TorchCollective, second_link_interface
+from gradsync.sync.simulator import LINK_1, LINK_2
+
+WARMUP, STEPS, MAX_STEPS = 3, 12, 200  # STEPS of each kind at least
 MEASURE_S = 4.0  # a fast model takes more steps, up to about this long
-OVERLAPPED_ROUNDS = 4  # of each call per training step
+OVERLAPPED_ROUNDS = 12  # of each call per training step
 BUSY_S = 0.002  # about one small layer's selection
+CHUNK_ELEMENTS = 2**18  # one transfer of the loaded steps: 1 MiB, past the shaper's 256 kB burst
+LOADED_ROUNDS = 3  # of transfers per set of busy links
+STEPS_PER_ROUND = 3  # a round's transfers last about this many training steps
+MAX_TRANSFERS = 200
+CHUNK_SAMPLES = 3  # idle chunk all_reduces timed on each link
 
 
 def _timed(run: Callable[[], object]) -> float:
@@ -82,6 +96,91 @@ def _while_computing(
     }
 
 
+def _chunk_seconds(groups: dict[str, dist.ProcessGroup]) -> dict[str, float]:
+    """Median seconds of an all_reduce of CHUNK_ELEMENTS on each idle link, as rank 0 times
+    them (every worker gets rank 0's, so all make the same calls after)."""
+    chunk = torch.zeros(CHUNK_ELEMENTS)
+    medians = []
+    for group in groups.values():
+        dist.all_reduce(torch.zeros(1), group=group)  # the workers line up first
+        times = [
+            _timed(lambda group=group: dist.all_reduce(chunk, group=group))
+            for _ in range(CHUNK_SAMPLES)
+        ]
+        medians.append(statistics.median(times))
+    decided = torch.tensor(medians, dtype=torch.float64)
+    dist.broadcast(decided, src=0)
+    return dict(zip(groups, decided.tolist(), strict=True))
+
+
+def _transfer_counts(chunk_seconds: dict[str, float], step_s: float) -> dict[str, int]:
+    """How many chunk all_reduces on each link last about STEPS_PER_ROUND steps of ``step_s``."""
+    return {
+        link: min(max(2, math.ceil(STEPS_PER_ROUND * step_s / seconds)), MAX_TRANSFERS)
+        for link, seconds in chunk_seconds.items()
+    }
+
+
+def _steps_while_transferring(
+    groups: dict[str, dist.ProcessGroup], counts: dict[str, int], step: Callable[[], float]
+) -> list[float]:
+    """Training steps timed while every link of ``groups`` carries ``counts`` large
+    all_reduces from a thread of its own; only steps that ended before any link fell idle."""
+    chunk = torch.zeros(CHUNK_ELEMENTS)
+
+    def transfer(group: dist.ProcessGroup, count: int) -> None:
+        dist.all_reduce(torch.zeros(1), group=group)  # the workers line up first
+        for _ in range(count):
+            dist.all_reduce(chunk, group=group)
+
+    threads = [
+        threading.Thread(target=transfer, args=(group, counts[link]))
+        for link, group in groups.items()
+    ]
+    for thread in threads:
+        thread.start()
+    loaded = []
+    while any(t.is_alive() for t in threads):  # computing until the last transfer ends
+        seconds = step()
+        if all(t.is_alive() for t in threads):
+            loaded.append(seconds)
+    for thread in threads:
+        thread.join()
+    return loaded
+
+
+def _busy_link_slowdown(
+    links: dict[str, dist.ProcessGroup],
+    step: Callable[[], float],
+    idle_step_s: float,
+    chunk_seconds: dict[str, float],
+) -> dict[str, float]:
+    """Median step time while each link, and every link at once, is busy, over
+    ``idle_step_s``: keyed by the busy links' names joined with ``+``."""
+    from gradsync.sync.simulator import busy_links_key
+
+    counts = _transfer_counts(chunk_seconds, idle_step_s)
+    sets = [[link] for link in links] + ([list(links)] if len(links) > 1 else [])
+    slowdown = {}
+    for names in sets:
+        groups = {name: links[name] for name in names}
+        times = []
+        for _ in range(LOADED_ROUNDS):
+            times += _steps_while_transferring(groups, counts, step)
+        if times:  # none when a round's transfers outran one step: nothing to tell
+            slowdown[busy_links_key(names)] = max(1.0, statistics.median(times) / idle_step_s)
+    return slowdown
+
+
+def _second_link_mu(chunk_seconds: dict[str, float], start_up: float) -> float | None:
+    """How many times longer the second link takes to carry the same bytes (DeFT's μ), as
+    measured: the shaped rates' ratio leaves out what else differs between the links."""
+    if LINK_2 not in chunk_seconds:
+        return None
+    fast, slow = (chunk_seconds[link] - start_up for link in (LINK_1, LINK_2))
+    return max(1.0, slow / fast) if fast > 0 else None
+
+
 def _one_element_calls(group: dist.ProcessGroup | None) -> dict[str, Callable[[], object]]:
     world = dist.get_world_size()
     token = torch.zeros(1)
@@ -115,29 +214,41 @@ def main() -> None:
     model, loss, _ = training_step(OmegaConf.load(args.config))
     dist.init_process_group("gloo")
     calls = _one_element_calls(None)
-    overlapped_calls = _one_element_calls(dist.new_group(backend="gloo"))
+    links = {LINK_1: dist.new_group(backend="gloo")}
+    overlapped_calls = _one_element_calls(links[LINK_1])
+    if second_link_interface() is not None:
+        links[LINK_2] = TorchCollective(group=None).fork(interface=second_link_interface()).group
+
+    def step() -> float:
+        seconds = _timed(lambda: loss().backward())
+        model.zero_grad(set_to_none=True)
+        return seconds
+
+    idle_steps: list[float] = []
     first: list[float] = []
     times: dict[str, list[float]] = {op: [] for op in calls}
     overlapped: dict[str, list[float]] = {op: [] for op in calls}
     try:
-        for step in range(WARMUP + 2 * _steps(loss, model)):
+        for number in range(WARMUP + 2 * _steps(loss, model)):
             # Steps alternate: calls made while computing would also line the workers up,
             # hiding the wait for the slowest.
-            if step % 2:
+            if number % 2:
                 during = _while_computing(overlapped_calls, lambda: loss().backward())
                 model.zero_grad(set_to_none=True)
-                if step >= WARMUP:
+                if number >= WARMUP:
                     for op, seconds in during.items():
                         overlapped[op] += seconds
                 continue
-            loss().backward()
-            model.zero_grad(set_to_none=True)
+            idle_step = step()
             waited = _timed(calls["all_reduce"])  # also waits for the slowest worker
             sample = {op: _after_compute(call) for op, call in calls.items()}
-            if step >= WARMUP:
+            if number >= WARMUP:
+                idle_steps.append(idle_step)
                 first.append(waited)
                 for op, seconds in sample.items():
                     times[op].append(seconds)
+        chunk_seconds = _chunk_seconds(links)
+        slowdown = _busy_link_slowdown(links, step, statistics.median(idle_steps), chunk_seconds)
         if dist.get_rank() == 0:
             medians = {op: statistics.median(values) for op, values in times.items()}
             sync = max(statistics.median(first) - medians["all_reduce"], 0.0)
@@ -145,6 +256,10 @@ def main() -> None:
                 "sync": sync,
                 "calls": medians,
                 "overlapped_calls": {op: statistics.median(v) for op, v in overlapped.items()},
+                "busy_link_slowdown": slowdown,
+                "second_link_mu": _second_link_mu(
+                    chunk_seconds, statistics.median(overlapped["all_reduce"])
+                ),
             }
             args.out.write_text(json.dumps(result))
     finally:

@@ -24,11 +24,14 @@ parameter servers), combining what the workers sent into one gradient (once, aft
 exchange, as the schedulers do), and loading its batch; on a shared host, schedulers whose
 workers meet every iteration also wait for the slowest worker's share of the cores
 (``Cluster.sync_s``), and compute is slowed by the workers' sharing of the cores
-(``Cluster.compute_slowdown``, applied by ``jobs.Predictor``).
+(``Cluster.compute_slowdown``, applied by ``jobs.Predictor``); in the bucketed schedules it
+is slowed further while a link is busy (``Cluster.busy_link_slowdown``: the cores also move
+the bytes).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -88,6 +91,15 @@ def _bucket_times(job: Job, buckets: Buckets) -> BucketTimes:
     )
 
 
+def _simulated(
+    job: Job, schedule: Callable[[BucketTimes], Prediction], times: BucketTimes
+) -> Prediction:
+    """``schedule`` on ``times``, computing slower while links are busy on a shared host."""
+    from gradsync.sync.simulator import contended
+
+    return contended(schedule, times, job.cluster.busy_link_slowdown)
+
+
 def _buckets(job: Job, elements: float) -> Buckets:
     from gradsync.sync.buckets import Buckets
 
@@ -109,7 +121,8 @@ def _wfbp(job: Job) -> Estimate:
     from gradsync.sync.simulator import wfbp
 
     elements = float(job.scheduler.get("bucket_mb", 25.0)) * MIB / job.profile.element_bytes
-    prediction = wfbp(_bucket_times(job, _buckets(job, elements)), SIMULATED_ITERATIONS)
+    times = _bucket_times(job, _buckets(job, elements))
+    prediction = _simulated(job, functools.partial(wfbp, iterations=SIMULATED_ITERATIONS), times)
     return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
 
 
@@ -117,9 +130,10 @@ def _bytescheduler(job: Job) -> Estimate:
     from gradsync.sync.simulator import bytescheduler
 
     times = _bucket_times(job, _buckets(job, int(job.scheduler.partition_size)))
-    prediction = bytescheduler(
-        times, partitions=1, iterations=SIMULATED_ITERATIONS, alpha=_start_up(job)
+    schedule = functools.partial(
+        bytescheduler, partitions=1, iterations=SIMULATED_ITERATIONS, alpha=_start_up(job)
     )
+    prediction = _simulated(job, schedule, times)
     return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
 
 
@@ -128,7 +142,8 @@ def _usbyte(job: Job) -> Estimate:
     from gradsync.sync.simulator import usbyte
 
     times = _bucket_times(job, _buckets(job, PARTITION_SIZE))
-    prediction = usbyte(times, SIMULATED_ITERATIONS, alpha=_start_up(job))
+    schedule = functools.partial(usbyte, iterations=SIMULATED_ITERATIONS, alpha=_start_up(job))
+    prediction = _simulated(job, schedule, times)
     return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
 
 
@@ -145,7 +160,9 @@ def _deft(job: Job) -> Estimate:
     if window > alpha:  # DeFT's step (3): buckets too long for that window are split
         room = max(window - alpha, sum(times.comm) / MAX_DEFT_BUCKETS)
         times = _bucket_times(job, buckets.refine([c - alpha for c in times.comm], room))
-    prediction = deft(times, SIMULATED_ITERATIONS, mu=mu)
+    prediction = _simulated(
+        job, functools.partial(deft, iterations=SIMULATED_ITERATIONS, mu=mu), times
+    )
     return Estimate(
         prediction.iteration + job.profile.update, prediction.update_frequency, prediction
     )
@@ -155,6 +172,8 @@ def _mu(job: Job) -> float:
     """How many times longer a bucket takes on the second link."""
     if job.scheduler.get("mu"):
         return float(job.scheduler.mu)
+    if job.cluster.second_link_mu is not None:
+        return job.cluster.second_link_mu
     second = job.cluster.second_link()
     if second is None:
         return DEFAULT_MU

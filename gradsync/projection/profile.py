@@ -140,13 +140,18 @@ class SharedHostDelays:
     sync: float
     calls: dict[str, float]
     overlapped_calls: dict[str, float]
+    busy_link_slowdown: dict[str, float]
+    """How many times longer a training step takes while large transfers keep a set of
+    links busy (``simulator.busy_links_key``)."""
+    second_link_mu: float | None = None
+    """How many times longer the second link takes to carry the same bytes, when there is one."""
 
 
 def probe_links(cfg: DictConfig, workers: int) -> SharedHostDelays:
     """Run ``workers`` link probes on this host: in namespaces on links shaped like the job's
     under runner=netem, over loopback otherwise."""
     if workers < 2:
-        return SharedHostDelays(sync=0.0, calls={}, overlapped_calls={})
+        return SharedHostDelays(sync=0.0, calls={}, overlapped_calls={}, busy_link_slowdown={})
     with tempfile.TemporaryDirectory() as scratch, ExitStack() as stack:
         config, out = Path(scratch) / "job.yaml", Path(scratch) / "result.json"
         config.write_text(OmegaConf.to_yaml(cfg, resolve=True))
@@ -159,9 +164,7 @@ def probe_links(cfg: DictConfig, workers: int) -> SharedHostDelays:
         ]
         _wait_for(processes)
         result = json.loads(out.read_text())
-    return SharedHostDelays(
-        sync=result["sync"], calls=result["calls"], overlapped_calls=result["overlapped_calls"]
-    )
+    return SharedHostDelays(**result)
 
 
 def _probe_launch(
@@ -184,6 +187,7 @@ def _probe_launch(
             rate=str(cfg.runner.bandwidth),
             burst=str(cfg.runner.get("burst", "256kb")),
             queue_ms=int(cfg.runner.get("queue_ms", 50)),
+            second_rate=cfg.runner.get("second_bandwidth"),
         )
     )
     commands = [network.command(r, argv) for r in range(workers)]

@@ -12,8 +12,9 @@ the input side, bucket N−1, to bucket 0).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gradsync.sync.deft_queues import DeftQueues
@@ -22,6 +23,7 @@ MU = 1.65  # the paper's slow-link factor (NCCL over gloo)
 COMPUTE, LINK_1, LINK_2 = "compute", "link 1", "link 2"
 STREAMS = (COMPUTE, LINK_1, LINK_2)
 MAX_PIECES = 16  # most messages US-Byte cuts one bucket into
+CONTENTION_ROUNDS = 30  # damped rounds of ``contended``; it settles in well under this
 
 
 @dataclass(frozen=True)
@@ -347,6 +349,62 @@ def deft(
             updates += 1
             compute = max(compute, applied_done)
     return _steady(starts, times, updates, recorder)
+
+
+def busy_links_key(links: Iterable[str]) -> str:
+    """The name of a set of busy links: ``link 1``, ``link 2``, ``link 1+link 2``."""
+    return "+".join(sorted(links))
+
+
+def contended(
+    schedule: Callable[[BucketTimes], Prediction],
+    times: BucketTimes,
+    busy_link_slowdown: Mapping[str, float],
+) -> Prediction:
+    """``schedule`` on cores that also move the bytes: while a set of links is busy, compute
+    runs ``busy_link_slowdown[set]`` times slower (``busy_links_key``; a set not given runs at
+    full speed). How much of the forward and of the backward pass overlaps the links depends
+    on how long they take, so the passes are stretched until the overlap they are stretched
+    for is the overlap they get (a fixed point, found by damped iteration)."""
+    if not busy_link_slowdown:
+        return schedule(times)
+    stretch = (1.0, 1.0)
+    for _ in range(CONTENTION_ROUNDS):
+        prediction = schedule(_stretched(times, stretch))
+        wanted = _stretch_for(prediction.timeline, busy_link_slowdown)
+        if all(abs(w - s) < 1e-3 * s for w, s in zip(wanted, stretch, strict=True)):
+            break
+        stretch = ((stretch[0] + wanted[0]) / 2, (stretch[1] + wanted[1]) / 2)
+    return prediction
+
+
+def _stretched(times: BucketTimes, stretch: tuple[float, float]) -> BucketTimes:
+    forward, backward = stretch
+    return BucketTimes(
+        forward=tuple(f * forward for f in times.forward),
+        backward=tuple(b * backward for b in times.backward),
+        comm=times.comm,
+    )
+
+
+def _stretch_for(
+    timeline: Sequence[Event], busy_link_slowdown: Mapping[str, float]
+) -> tuple[float, float]:
+    """How many times longer than at full speed the forward and the backward pass of
+    ``timeline`` take, given which links are busy while they run: a stretch of ``t`` seconds
+    under slowdown ``s`` does ``t/s`` seconds of full-speed work."""
+    links = [e for e in timeline if e.stream != COMPUTE]
+    cuts = sorted({t for e in links for t in (e.start, e.end)})
+    took = {"F": 0.0, "B": 0.0}
+    work = {"F": 0.0, "B": 0.0}
+    for event in (e for e in timeline if e.stream == COMPUTE):
+        points = [event.start, *(t for t in cuts if event.start < t < event.end), event.end]
+        for a, b in itertools.pairwise(points):
+            busy = {e.stream for e in links if e.start < b and e.end > a}
+            slowdown = busy_link_slowdown.get(busy_links_key(busy), 1.0) if busy else 1.0
+            took[event.label[0]] += b - a
+            work[event.label[0]] += (b - a) / slowdown
+    return tuple(took[p] / work[p] if work[p] > 0 else 1.0 for p in "FB")  # type: ignore[return-value]
 
 
 SCHEDULES: dict[str, Callable[..., Prediction]] = {

@@ -44,6 +44,9 @@ def test_the_link_probe_times_real_collectives_between_the_jobs_workers(mlp_job)
         assert set(calls) == {"all_reduce", "all_gather", "broadcast"}
         assert all(0 < seconds < 0.5 for seconds in calls.values())
     assert 0 <= delays.sync < 0.5
+    # One link here (loopback): computing while it carries 1 MiB transfers is slower or not.
+    assert set(delays.busy_link_slowdown) == {"link 1"}
+    assert 1.0 <= delays.busy_link_slowdown["link 1"] < 10
     assert probe_links(mlp_job, 1).calls == {}
 
 

@@ -7,21 +7,22 @@ import math
 
 import pytest
 
-from gradsync.projection.cluster import Cluster
+from gradsync.projection.cluster import TCP_PAYLOAD_SHARE, Cluster
 
 GBIT = 1e9
+PAYLOAD_BPS = GBIT * TCP_PAYLOAD_SHARE  # what a 1 Gbit/s link carries of TCP payload
 M = 100e6  # bytes: a 25M-parameter float32 gradient
 
 
 def test_ring_all_reduce_moves_two_n_minus_one_over_n_of_the_message():
     c = Cluster(workers=8, bandwidth_bps=GBIT, latency_s=1e-4)
-    assert c.all_reduce(M) == pytest.approx(14 * 1e-4 + 14 / 8 * M * 8 / GBIT)
+    assert c.all_reduce(M) == pytest.approx(14 * 1e-4 + 14 / 8 * M * 8 / PAYLOAD_BPS)
     assert Cluster(workers=1, bandwidth_bps=GBIT).all_reduce(M) == 0.0
 
 
 def test_tree_all_reduce_is_appendix_b_between_machines():
     c = Cluster(workers=16, bandwidth_bps=GBIT, latency_s=1e-4, algorithm="tree")
-    assert c.all_reduce(M) == pytest.approx(math.log2(16) * (1e-4 + M * 8 / GBIT))
+    assert c.all_reduce(M) == pytest.approx(math.log2(16) * (1e-4 + M * 8 / PAYLOAD_BPS))
 
 
 def test_appendix_b_hierarchy_adds_the_intra_node_term():
@@ -57,19 +58,19 @@ def test_all_gather_sends_every_payload_and_tree_saves_start_ups():
     ring = Cluster(workers=16, bandwidth_bps=GBIT, latency_s=1e-3)
     tree = Cluster(workers=16, bandwidth_bps=GBIT, latency_s=1e-3, algorithm="tree")
     m = 1e6
-    assert ring.all_gather(m) == pytest.approx(15 * 1e-3 + 15 * m * 8 / GBIT)
-    assert tree.all_gather(m) == pytest.approx(4 * 1e-3 + 15 * m * 8 / GBIT)
+    assert ring.all_gather(m) == pytest.approx(15 * 1e-3 + 15 * m * 8 / PAYLOAD_BPS)
+    assert tree.all_gather(m) == pytest.approx(4 * 1e-3 + 15 * m * 8 / PAYLOAD_BPS)
 
 
 def test_parameter_servers_carry_every_workers_traffic():
     one = Cluster(workers=8, bandwidth_bps=GBIT, latency_s=0.0)
     two = Cluster(workers=8, bandwidth_bps=GBIT, latency_s=0.0, servers=2)
     # Full duplex: every worker's push in one direction, one pull not overlapped.
-    assert one.push_pull(M, M) == pytest.approx((8 + 1) * M * 8 / GBIT)
-    assert one.push_pull(M, M / 4) == pytest.approx((8 + 0.25) * M * 8 / GBIT)
+    assert one.push_pull(M, M) == pytest.approx((8 + 1) * M * 8 / PAYLOAD_BPS)
+    assert one.push_pull(M, M / 4) == pytest.approx((8 + 0.25) * M * 8 / PAYLOAD_BPS)
     assert two.push_pull(M, M) == pytest.approx(one.push_pull(M, M) / 2)
-    assert one.servers_busy(M, M / 4) == pytest.approx(8 * M * 8 / GBIT)
-    assert one.own_push_pull(M, M) == pytest.approx(2 * M * 8 / GBIT)
+    assert one.servers_busy(M, M / 4) == pytest.approx(8 * M * 8 / PAYLOAD_BPS)
+    assert one.own_push_pull(M, M) == pytest.approx(2 * M * 8 / PAYLOAD_BPS)
 
 
 @pytest.mark.parametrize(
@@ -90,8 +91,8 @@ def test_a_bad_cluster_says_what_is_wrong(fields, message):
 
 def test_a_measured_start_up_replaces_the_formulas_latency():
     c = Cluster(workers=4, bandwidth_bps=GBIT, call_s={"all_gather": 0.002})
-    assert c.all_gather(1e6) == pytest.approx(0.002 + 3 * 1e6 * 8 / GBIT)
-    assert c.all_reduce(1e6) == pytest.approx(6 * c.latency_s + 1.5 * 1e6 * 8 / GBIT)
+    assert c.all_gather(1e6) == pytest.approx(0.002 + 3 * 1e6 * 8 / PAYLOAD_BPS)
+    assert c.all_reduce(1e6) == pytest.approx(6 * c.latency_s + 1.5 * 1e6 * 8 / PAYLOAD_BPS)
 
 
 def test_calls_made_while_computing_are_priced_apart():
@@ -121,3 +122,10 @@ def test_workers_outnumbering_a_shared_hosts_cores_compute_slower(
         threads_per_worker=threads,
     )
     assert c.compute_slowdown == slowdown
+
+
+def test_a_link_carries_its_rate_less_the_frame_headers():
+    c = Cluster(workers=2, bandwidth_bps=GBIT, latency_s=0.0)
+    # 1448 payload bytes of every 1514-byte frame: a 2-worker all_gather of 1448 kB takes
+    # what 1514 kB take at the raw rate.
+    assert c.all_gather(1448e3) == pytest.approx(1514e3 * 8 / GBIT)

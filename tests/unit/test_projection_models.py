@@ -3,6 +3,8 @@ models of ``projection/predict.py`` against hand computations and orderings that
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -196,7 +198,7 @@ def test_a_synchronous_server_adds_its_incast_and_asynchronous_ones_never_wait_l
     bsp = predict("ps_bsp", _job(DENSE, cluster)).iteration
     model_bytes = 4 * PROFILE.numel
     expected = sum(PROFILE.forward) + sum(PROFILE.backward) + PROFILE.update
-    assert bsp == pytest.approx(expected + (4 + 1) * model_bytes * 8 / 1e8)
+    assert bsp == pytest.approx(expected + (4 + 1) * model_bytes * 8 / cluster.payload_bps)
     assert predict("asp", _job(DENSE, cluster)).iteration <= bsp
     # OSP with no room for unimportant layers is BSP; with room it is never slower.
     assert predict("osp", _job(DENSE, cluster, budget=0.0)).iteration == pytest.approx(bsp)
@@ -217,6 +219,31 @@ def test_pipelined_schedulers_pay_the_calls_made_while_computing_and_others_do_n
     assert both == pytest.approx(
         predict(scheduler, _job(wire, alone, **SCHEDULERS[scheduler])).iteration
     )
+
+
+def test_deft_on_two_links_takes_the_measured_mu_over_the_rates_ratio():
+    two = dict(partition_size=500_000, links=2)
+    rates = Cluster(workers=4, bandwidth_bps=5e8, second_bandwidth_bps=2.5e8)  # ratio 2
+    measured = replace(rates, second_link_mu=4.0)
+    by_rates = predict("deft", _job(DENSE, rates, **two))
+    assert by_rates == predict("deft", _job(DENSE, rates, **two, mu=2.0))
+    by_probe = predict("deft", _job(DENSE, measured, **two))
+    assert by_probe == predict("deft", _job(DENSE, rates, **two, mu=4.0))
+    # Communication outlasts compute: a slower second link lets DeFT update less often.
+    assert by_probe.updates_per_iteration < by_rates.updates_per_iteration
+
+
+def test_pipelined_schedules_compute_slower_while_a_link_is_busy():
+    plain = Cluster(workers=4, bandwidth_bps=1e9)
+    busy = replace(plain, busy_link_slowdown={"link 1": 1.5})
+    # (US-Byte is left out: on this toy model its best plan sends after the backward pass.)
+    for scheduler in ("wfbp", "bytescheduler", "deft"):
+        job = _job(DENSE, plain, **SCHEDULERS[scheduler])
+        slowed = predict(scheduler, _job(DENSE, busy, **SCHEDULERS[scheduler])).iteration
+        assert predict(scheduler, job).iteration < slowed, scheduler
+    # The flat all-reduce never computes while its link is busy.
+    flat = [predict("allreduce", _job(DENSE, c)).iteration for c in (plain, busy)]
+    assert flat[0] == flat[1]
 
 
 def test_an_unknown_scheduler_names_the_valid_ones():

@@ -15,7 +15,9 @@ from gradsync.sync.simulator import (
     Block,
     BucketTimes,
     Event,
+    busy_links_key,
     bytescheduler,
+    contended,
     coverage_rate,
     deft,
     usbyte,
@@ -191,3 +193,50 @@ def test_timelines_hold_one_iteration_of_compute_and_never_overlap_on_a_stream()
             assert sum(e.end - e.start for e in compute) == pytest.approx(times.compute)
             if not name.startswith("deft"):  # the others repeat every iteration
                 assert span == pytest.approx(predicted.iteration)
+
+
+def test_compute_slows_while_its_link_is_busy():
+    times = BucketTimes(**TWO, comm=(0.5, 0.5))
+    # Bucket 0's send (from 3) overlaps bucket 1's backward: at half speed for that 0.5 s,
+    # the backward ends at 4.25 instead of 4, and bucket 1's send at 4.75.
+    slowed = contended(wfbp, times, {LINK_1: 2.0})
+    assert slowed.iteration == pytest.approx(4.75, rel=1e-3)
+    assert contended(wfbp, times, {}).iteration == wfbp(times).iteration == pytest.approx(4.5)
+    assert contended(wfbp, times, {LINK_2: 2.0}).iteration == pytest.approx(4.5)  # idle link
+    # Sends that never overlap compute (each bucket after the whole backward) cost nothing.
+    after = BucketTimes(forward=(1.0,), backward=(1.0,), comm=(0.5,))
+    assert contended(wfbp, after, {LINK_1: 3.0}).iteration == pytest.approx(2.5)
+
+
+def _full_speed_work(prediction, slowdown):
+    """Seconds of full-speed forward and backward work the timeline's compute does, given
+    which links are busy at every moment."""
+    links = [e for e in prediction.timeline if e.stream != COMPUTE]
+    work = {"F": 0.0, "B": 0.0}
+    for event in (e for e in prediction.timeline if e.stream == COMPUTE):
+        cuts = sorted({event.start, event.end, *(t for e in links for t in (e.start, e.end))})
+        for a, b in itertools.pairwise(t for t in cuts if event.start <= t <= event.end):
+            busy = {e.stream for e in links if e.start < b and e.end > a}
+            work[event.label[0]] += (b - a) / (
+                slowdown.get(busy_links_key(busy), 1.0) if busy else 1.0
+            )
+    return work
+
+
+@pytest.mark.parametrize("name", ["wfbp", "bytescheduler", "deft", "deft-2links"])
+def test_the_slowed_timeline_does_exactly_the_profiled_work(name):
+    rng = random.Random(7)
+    slowdown = {LINK_1: 1.3, LINK_2: 1.2, busy_links_key([LINK_1, LINK_2]): 1.6}
+    for _ in range(10):
+        n = rng.randint(2, 8)
+        times = BucketTimes(
+            forward=tuple(rng.uniform(0.1, 1.0) for _ in range(n)),
+            backward=tuple(rng.uniform(0.2, 2.0) for _ in range(n)),
+            comm=tuple(rng.uniform(0.05, 1.5) for _ in range(n)),
+        )
+        plain = SCHEDULES[name](times)
+        slowed = contended(SCHEDULES[name], times, slowdown)
+        work = _full_speed_work(slowed, slowdown)
+        assert work["F"] == pytest.approx(sum(times.forward), rel=0.01)
+        assert work["B"] == pytest.approx(sum(times.backward), rel=0.01)
+        assert plain.iteration - 1e-9 <= slowed.iteration <= plain.iteration * 1.6 + 1e-9
