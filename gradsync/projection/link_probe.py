@@ -114,11 +114,16 @@ def _chunk_seconds(groups: dict[str, dist.ProcessGroup]) -> dict[str, float]:
 
 
 def _transfer_counts(chunk_seconds: dict[str, float], step_s: float) -> dict[str, int]:
-    """How many chunk all_reduces on each link last about STEPS_PER_ROUND steps of ``step_s``."""
-    return {
-        link: min(max(2, math.ceil(STEPS_PER_ROUND * step_s / seconds)), MAX_TRANSFERS)
-        for link, seconds in chunk_seconds.items()
-    }
+    """How many chunk all_reduces on each link last about STEPS_PER_ROUND steps of ``step_s``,
+    as rank 0 decides (its own step time; every worker must make the same calls)."""
+    decided = torch.tensor(
+        [
+            min(max(2, math.ceil(STEPS_PER_ROUND * step_s / seconds)), MAX_TRANSFERS)
+            for seconds in chunk_seconds.values()
+        ]
+    )
+    dist.broadcast(decided, src=0)
+    return dict(zip(chunk_seconds, decided.tolist(), strict=True))
 
 
 def _steps_while_transferring(
