@@ -107,6 +107,13 @@ class Predictor:
             second_link_mu=delays.second_link_mu,
         )
 
+    def compute_seconds(self, cfg: DictConfig, cluster: Cluster | None = None) -> float:
+        """Forward + backward of one iteration as every estimate starts from: profiled, then
+        slowed as this machine's and the cluster's sharing of the cores say."""
+        slower = self.compute_scale * (cluster or cluster_for(cfg)).compute_slowdown
+        profile = self.profiled(cfg).profile.scaled(slower)
+        return sum(profile.forward) + sum(profile.backward)
+
     def estimate(
         self, cfg: DictConfig, *, scheduler: str, compressor: str, cluster: Cluster | None = None
     ) -> Estimate:
