@@ -228,12 +228,7 @@ def test_the_slowed_timeline_does_exactly_the_profiled_work(name):
     rng = random.Random(7)
     slowdown = {LINK_1: 1.3, LINK_2: 1.2, busy_links_key([LINK_1, LINK_2]): 1.6}
     for _ in range(10):
-        n = rng.randint(2, 8)
-        times = BucketTimes(
-            forward=tuple(rng.uniform(0.1, 1.0) for _ in range(n)),
-            backward=tuple(rng.uniform(0.2, 2.0) for _ in range(n)),
-            comm=tuple(rng.uniform(0.05, 1.5) for _ in range(n)),
-        )
+        times = _random_times(rng, comm_scale=0.5)
         plain = SCHEDULES[name](times)
         slowed = contended(SCHEDULES[name], times, slowdown)
         work = _full_speed_work(slowed, slowdown)
