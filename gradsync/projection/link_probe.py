@@ -42,10 +42,10 @@ from gradsync.sync.simulator import LINK_1, LINK_2
 
 WARMUP, STEPS, MAX_STEPS = 3, 12, 200  # STEPS of each kind at least
 MEASURE_S = 4.0  # a fast model takes more steps, up to about this long
-OVERLAPPED_ROUNDS = 12  # of each call per training step
+OVERLAPPED_ROUNDS = 4  # of each call per training step
 BUSY_S = 0.002  # about one small layer's selection
 CHUNK_ELEMENTS = 2**18  # one transfer of the loaded steps: 1 MiB, past the shaper's 256 kB burst
-LOADED_ROUNDS = 3  # of transfers per set of busy links
+LOADED_ROUNDS = 2  # of transfers per set of busy links
 STEPS_PER_ROUND = 3  # a round's transfers last about this many training steps
 MAX_TRANSFERS = 200
 CHUNK_SAMPLES = 3  # idle chunk all_reduces timed on each link
