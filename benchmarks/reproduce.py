@@ -536,10 +536,12 @@ PASSES = ("forward", "backward")
 def _compute_of(estimate: Estimate, unslowed: float) -> float:
     """Forward + backward seconds of one iteration in the prediction: as the simulator
     stretched them while links were busy, else as profiled (and slowed by the sharing)."""
+    from gradsync.sync.simulator import COMPUTE
+
     if estimate.simulated is None or not estimate.simulated.timeline:
         return unslowed
     span = estimate.simulated.timeline_span or estimate.simulated.iteration
-    busy = sum(e.end - e.start for e in estimate.simulated.timeline if e.stream == "compute")
+    busy = sum(e.end - e.start for e in estimate.simulated.timeline if e.stream == COMPUTE)
     return busy * estimate.simulated.iteration / span
 
 

@@ -110,15 +110,19 @@ class Predictor:
     def compute_seconds(self, cfg: DictConfig, cluster: Cluster | None = None) -> float:
         """Forward + backward of one iteration as every estimate starts from: profiled, then
         slowed as this machine's and the cluster's sharing of the cores say."""
-        slower = self.compute_scale * (cluster or cluster_for(cfg)).compute_slowdown
-        profile = self.profiled(cfg).profile.scaled(slower)
+        profile = self.profiled(cfg).profile.scaled(self._slower(cluster or cluster_for(cfg)))
         return sum(profile.forward) + sum(profile.backward)
+
+    def _slower(self, cluster: Cluster) -> float:
+        """How many times the measured compute times are stretched: another machine's speed,
+        and the sharing of a host's cores."""
+        return self.compute_scale * cluster.compute_slowdown
 
     def estimate(
         self, cfg: DictConfig, *, scheduler: str, compressor: str, cluster: Cluster | None = None
     ) -> Estimate:
         cluster = self.on_this_host(cfg, cluster or cluster_for(cfg))
-        slower = self.compute_scale * cluster.compute_slowdown
+        slower = self._slower(cluster)
         job = Job(
             profile=self.profiled(cfg).profile.scaled(slower),
             cluster=cluster,

@@ -38,7 +38,7 @@ import torch.distributed as dist
 from omegaconf import OmegaConf
 
 from gradsync.comm.collective import TorchCollective, second_link_interface
-from gradsync.sync.simulator import LINK_1, LINK_2
+from gradsync.sync.simulator import LINK_1, LINK_2, busy_links_key
 
 WARMUP, STEPS, MAX_STEPS = 3, 12, 200  # STEPS of each kind at least
 MEASURE_S = 4.0  # a fast model takes more steps, up to about this long
@@ -108,22 +108,25 @@ def _chunk_seconds(groups: dict[str, dist.ProcessGroup]) -> dict[str, float]:
             for _ in range(CHUNK_SAMPLES)
         ]
         medians.append(statistics.median(times))
-    decided = torch.tensor(medians, dtype=torch.float64)
-    dist.broadcast(decided, src=0)
-    return dict(zip(groups, decided.tolist(), strict=True))
+    return dict(zip(groups, _as_rank_0_has(medians, torch.float64), strict=True))
 
 
 def _transfer_counts(chunk_seconds: dict[str, float], step_s: float) -> dict[str, int]:
     """How many chunk all_reduces on each link last about STEPS_PER_ROUND steps of ``step_s``,
     as rank 0 decides (its own step time; every worker must make the same calls)."""
-    decided = torch.tensor(
-        [
-            min(max(2, math.ceil(STEPS_PER_ROUND * step_s / seconds)), MAX_TRANSFERS)
-            for seconds in chunk_seconds.values()
-        ]
-    )
+    counts = [
+        min(max(2, math.ceil(STEPS_PER_ROUND * step_s / seconds)), MAX_TRANSFERS)
+        for seconds in chunk_seconds.values()
+    ]
+    return dict(zip(chunk_seconds, _as_rank_0_has(counts, torch.int64), strict=True))
+
+
+def _as_rank_0_has(values: list, dtype: torch.dtype) -> list:
+    """Rank 0's ``values`` on every rank: what decides which calls the workers make must be
+    the same everywhere."""
+    decided = torch.tensor(values, dtype=dtype)
     dist.broadcast(decided, src=0)
-    return dict(zip(chunk_seconds, decided.tolist(), strict=True))
+    return decided.tolist()
 
 
 def _steps_while_transferring(
@@ -162,8 +165,6 @@ def _busy_link_slowdown(
 ) -> dict[str, float]:
     """Median step time while each link, and every link at once, is busy, over
     ``idle_step_s``: keyed by the busy links' names joined with ``+``."""
-    from gradsync.sync.simulator import busy_links_key
-
     counts = _transfer_counts(chunk_seconds, idle_step_s)
     sets = [[link] for link in links] + ([list(links)] if len(links) > 1 else [])
     slowdown = {}
@@ -204,9 +205,8 @@ def _steps(loss: Callable[[], torch.Tensor], model: torch.nn.Module) -> int:
 
     seconds = _timed(lambda: loss().backward())
     model.zero_grad(set_to_none=True)
-    count = torch.tensor([samples_within(2 * seconds, MEASURE_S, least=STEPS, most=MAX_STEPS)])
-    dist.broadcast(count, src=0)
-    return int(count.item())
+    wanted = samples_within(2 * seconds, MEASURE_S, least=STEPS, most=MAX_STEPS)
+    return int(_as_rank_0_has([wanted], torch.int64)[0])
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ the input side, bucket N−1, to bucket 0).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import math
@@ -395,15 +396,23 @@ def _stretch_for(
     under slowdown ``s`` does ``t/s`` seconds of full-speed work."""
     links = [e for e in timeline if e.stream != COMPUTE]
     cuts = sorted({t for e in links for t in (e.start, e.end)})
+    # The slowdown between consecutive cuts, found once, not again for every compute event.
+    slowdowns = [
+        busy_link_slowdown.get(
+            busy_links_key({e.stream for e in links if e.start < b and e.end > a}), 1.0
+        )
+        for a, b in itertools.pairwise(cuts)
+    ]
     took = {"F": 0.0, "B": 0.0}
     work = {"F": 0.0, "B": 0.0}
     for event in (e for e in timeline if e.stream == COMPUTE):
-        points = [event.start, *(t for t in cuts if event.start < t < event.end), event.end]
-        for a, b in itertools.pairwise(points):
-            busy = {e.stream for e in links if e.start < b and e.end > a}
-            slowdown = busy_link_slowdown.get(busy_links_key(busy), 1.0) if busy else 1.0
-            took[event.label[0]] += b - a
-            work[event.label[0]] += (b - a) / slowdown
+        now, cut = event.start, bisect.bisect_right(cuts, event.start)
+        while now < event.end:  # cuts[cut - 1] <= now < cuts[cut]: segment cut - 1
+            end = min(event.end, cuts[cut]) if cut < len(cuts) else event.end
+            slowdown = slowdowns[cut - 1] if 0 < cut < len(cuts) else 1.0
+            took[event.label[0]] += end - now
+            work[event.label[0]] += (end - now) / slowdown
+            now, cut = end, cut + 1
     return tuple(took[p] / work[p] if work[p] > 0 else 1.0 for p in "FB")  # type: ignore[return-value]
 
 
