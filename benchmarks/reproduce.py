@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 REPO = BENCHMARKS_MD.parent
 RESULTS = REPO / "benchmarks" / "results"
 TOOK_FILE = "took_seconds.txt"
+MEASURED_FILE = "measured.json"  # the simulator's inputs, measured right after the runs
 EXTRA_FILE = "extra.md"
 FASHION_MNIST_PACKAGE = Path("/usr/share/datasets/fashion-mnist")  # Debian dataset-fashion-mnist
 
@@ -479,26 +480,52 @@ PROJECTION = (
 )
 
 
-def validation() -> str:
-    """Every run of the five reproductions: its measured iteration beside what ``gradsync
-    simulate``'s model predicts for its own config (profiled here with as many processes)."""
+def _predictions(name: str, reproduction: Reproduction) -> list[tuple[Run, Estimate, float]]:
+    """Every run of a reproduction with ``gradsync simulate``'s prediction for its own config
+    and the predicted forward + backward before the links slow it. The simulator's inputs
+    (profile, wire formats, link probe) come from ``measured.json`` when the runs left one;
+    what is missing is measured now, and the file keeps it."""
     from gradsync.projection.jobs import Predictor
 
-    rows, computes = [], []
-    for name, reproduction in REPRODUCTIONS.items():
-        predictor = Predictor(warmup_steps=reproduction.warmup_steps)
-        for run in find_runs([RESULTS / name / "runs"]):
-            measured = steady_iteration(run, reproduction.skip_steps)
-            estimate = predictor.estimate(
+    predictor = Predictor(warmup_steps=reproduction.warmup_steps)
+    store = RESULTS / name / MEASURED_FILE
+    if store.exists():
+        predictor.load(store)
+    predictions = [
+        (
+            run,
+            predictor.estimate(
                 run.config,
                 scheduler=str(run.setting("scheduler")),
                 compressor=str(run.setting("compressor")),
+            ),
+            predictor.compute_seconds(run.config),
+        )
+        for run in find_runs([RESULTS / name / "runs"])
+    ]
+    predictor.save(store)
+    return predictions
+
+
+def validation() -> str:
+    """Every run of the five reproductions: its measured iteration beside what ``gradsync
+    simulate``'s model predicts for its own config, from the profile and link probe taken on
+    this host right after the runs (``measured.json``; each reproduction takes them)."""
+    rows, computes = [], []
+    for name, reproduction in REPRODUCTIONS.items():
+        for run, estimate, unslowed in _predictions(name, reproduction):
+            rows.append(
+                (
+                    name,
+                    label(run),
+                    steady_iteration(run, reproduction.skip_steps),
+                    estimate.iteration,
+                )
             )
-            rows.append((name, label(run), measured, estimate.iteration))
             computes.append(
                 (
                     sum(steady_mean(run, f"time/{k}", reproduction.skip_steps) for k in PASSES),
-                    _compute_of(estimate, predictor.compute_seconds(run.config)),
+                    _compute_of(estimate, unslowed),
                 )
             )
     errors = [abs(p - m) / m for *_, m, p in rows]
@@ -632,6 +659,8 @@ def main() -> None:
         reproduction = REPRODUCTIONS[name]
         if not args.tables_only:
             run_sweeps(name, reproduction)
+            (RESULTS / name / MEASURED_FILE).unlink(missing_ok=True)
+            _predictions(name, reproduction)  # the simulator's inputs, on the host of the runs
             write_report(name, reproduction)
             if reproduction.extra is not None:  # measured once, with the runs
                 (RESULTS / name / EXTRA_FILE).write_text(reproduction.extra() + "\n")

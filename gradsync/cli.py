@@ -32,7 +32,7 @@ from gradsync.config.schema import register_schemas
 from gradsync.metrics.summary import write_summary
 from gradsync.metrics.sweep_summary import SweepSummaryCallback
 from gradsync.train.checkpoint import resolve_checkpoint
-from runners.base import Launch, Runner, WorkerFailure
+from runners.base import Runner, WorkerFailure, worker_launch
 
 log = logging.getLogger("gradsync")
 
@@ -137,19 +137,7 @@ def _launch(
     runner: Runner, cfg: DictConfig, run_dir: Path, config_path: Path
 ) -> tuple[str, str | None]:
     """Run the job's workers; (status, error)."""
-    launch = Launch(
-        argv=[
-            sys.executable,
-            "-m",
-            "gradsync.train.worker",
-            "--config",
-            str(config_path),
-            "--run-dir",
-            str(run_dir),
-        ],
-        run_dir=run_dir,
-        env={"OMP_NUM_THREADS": str(cfg.trainer.threads_per_worker)},
-    )
+    launch = worker_launch(config_path, run_dir, threads=int(cfg.trainer.threads_per_worker))
     log.info(f"run dir: {run_dir}")
     try:
         runner.run(launch)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -14,6 +15,17 @@ class Launch:
     run_dir: Path
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment for every worker."""
+
+
+def worker_launch(config_path: Path, run_dir: Path, *, threads: int) -> Launch:
+    """The job's worker (``gradsync.train.worker``) on its resolved config, with ``threads``
+    compute threads."""
+    argv = [sys.executable, "-m", "gradsync.train.worker", "--config", str(config_path)]
+    return Launch(
+        argv=[*argv, "--run-dir", str(run_dir)],
+        run_dir=run_dir,
+        env={"OMP_NUM_THREADS": str(threads)},
+    )
 
 
 class WorkerFailure(RuntimeError):

@@ -55,6 +55,10 @@ class Cluster:
     overlapped_call_s: Mapping[str, float] = field(default_factory=dict)
     """The same, made back to back by a communication thread while the workers compute (a
     pipelined scheduler's calls): ``overlapped()`` prices calls with these."""
+    meeting_call_s: Mapping[str, float] = field(default_factory=dict)
+    """What the first call of an exchange costs when it differs from ``call_s`` (set by
+    ``overlapped()``): the workers meet there after each did its own share of work, so it
+    costs what a call after computing does, not one of a back-to-back run."""
     sync_s: float = 0.0
     """Added once per synchronous iteration: waiting for the last worker's share of the
     cores, on a shared host."""
@@ -107,10 +111,18 @@ class Cluster:
         return replace(self, workers=workers)
 
     def overlapped(self) -> Cluster:
-        """This cluster for calls made from a communication thread while computing."""
+        """This cluster for calls made from a communication thread while computing: back to
+        back within an exchange, but meeting at its first call (``meeting()``)."""
         if not self.overlapped_call_s:
             return self
-        return replace(self, call_s=self.overlapped_call_s)
+        return replace(self, call_s=self.overlapped_call_s, meeting_call_s=self.call_s)
+
+    def meeting(self) -> Cluster:
+        """This cluster for the first call of an exchange (a bucket, a group): the workers
+        arrive at it out of step, each after its own compute or selection."""
+        if not self.meeting_call_s:
+            return self
+        return replace(self, call_s=self.meeting_call_s, meeting_call_s={})
 
     def second_link(self) -> Cluster | None:
         if self.second_bandwidth_bps is None:

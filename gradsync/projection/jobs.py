@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync.projection import measured
 from gradsync.projection.cluster import LAN_LATENCY_S, Cluster
 from gradsync.projection.predict import Estimate, Job, predict
-from gradsync.projection.profile import ProfiledJob, SharedHostDelays, probe_links, profile_job
+from gradsync.projection.profile import ProfiledJob, probe_links, profile_job
 from gradsync.projection.wire import MAX_RECORDED_WORLD, Wire, extrapolate, measure_wire
 
 DEFAULT_BANDWIDTH = "1gbit"
@@ -51,15 +53,31 @@ class Predictor:
     """Training steps before the gradient compressors are measured on is taken."""
     compute_scale: float = 1.0
     """Every measured compute time is multiplied by this (another machine's speed)."""
-    _profiles: dict[str, ProfiledJob] = field(default_factory=dict)
-    _wires: dict[tuple[str, str, int], Wire] = field(default_factory=dict)
-    _delays: dict[tuple[str, str, int], SharedHostDelays] = field(default_factory=dict)
+    _measured: measured.Measurements = field(default_factory=measured.Measurements)
+
+    def save(self, path: Path) -> None:
+        """Everything measured so far, for ``load`` to start from later (``measured.py``)."""
+        measured.write(path, self._measured)
+
+    def load(self, path: Path) -> None:
+        """Take the measurements ``save`` wrote instead of measuring them again."""
+        self._measured.update(measured.read(path))
 
     def profiled(self, cfg: DictConfig) -> ProfiledJob:
         key = _model_key(cfg)
-        if key not in self._profiles:
-            self._profiles[key] = profile_job(cfg, warmup_steps=self.warmup_steps)
-        return self._profiles[key]
+        if key not in self._measured.profiles:
+            self._measured.profiles[key] = profile_job(cfg, warmup_steps=self.warmup_steps)
+        return self._measured.profiles[key]
+
+    def _gradient(self, cfg: DictConfig) -> ProfiledJob:
+        """The profile of ``cfg``'s model with its gradient, taken afresh when it was loaded
+        without one (its timings stay those loaded)."""
+        profiled = self.profiled(cfg)
+        if profiled.gradient is None:
+            fresh = profile_job(cfg, warmup_steps=self.warmup_steps)
+            profiled = replace(profiled, gradient=fresh.gradient)
+            self._measured.profiles[_model_key(cfg)] = profiled
+        return profiled
 
     def wire(self, cfg: DictConfig, compressor: str, workers: int) -> Wire:
         """What ``compressor`` sends among ``workers``: recorded among that many, or beyond
@@ -76,11 +94,11 @@ class Predictor:
 
         method = OmegaConf.to_yaml(cfg.compressor) + str(cfg.feedback)
         key = (_model_key(cfg), method, workers)
-        if key not in self._wires:
-            profiled = self.profiled(cfg)
+        if key not in self._measured.wires:
+            profiled = self._gradient(cfg)
             instance = build(cfg.compressor, path="compressor")
             feedback = build(cfg.feedback, path="feedback", compressor=instance)
-            self._wires[key] = measure_wire(
+            self._measured.wires[key] = measure_wire(
                 compressor,
                 instance,
                 feedback,
@@ -88,16 +106,16 @@ class Predictor:
                 profiled.layer_sizes,
                 workers=max(workers, 1),
             )
-        return self._wires[key]
+        return self._measured.wires[key]
 
     def on_this_host(self, cfg: DictConfig, cluster: Cluster) -> Cluster:
         """``cluster`` with the delays of sharing this host's cores, when its workers do."""
         if cluster.shared_host_cores is None:
             return cluster
         key = (_model_key(cfg), OmegaConf.to_yaml(cfg.runner), cluster.workers)
-        if key not in self._delays:
-            self._delays[key] = probe_links(cfg, cluster.workers)
-        delays = self._delays[key]
+        if key not in self._measured.delays:
+            self._measured.delays[key] = probe_links(cfg, cluster.workers)
+        delays = self._measured.delays[key]
         return replace(
             cluster,
             call_s=delays.calls,
@@ -106,6 +124,24 @@ class Predictor:
             busy_link_slowdown=delays.busy_link_slowdown,
             second_link_mu=delays.second_link_mu,
         )
+
+    def planning_fit(self, cfg: DictConfig, scheduler: str) -> dict[str, float] | None:
+        """The cost model ``scheduler`` will plan with when it fits one on this host's shaped
+        links (``planning.py``); None when it plans with the cluster's own costs."""
+        from gradsync.projection.planning import fits_here, planning_fit
+
+        if not fits_here(scheduler, cfg):
+            return None
+        key = (
+            _model_key(cfg),
+            OmegaConf.to_yaml(cfg.compressor),
+            OmegaConf.to_yaml(cfg.runner),
+            int(cfg.trainer.workers),
+            int(cfg.scheduler.profile_steps),
+        )
+        if key not in self._measured.fits:
+            self._measured.fits[key] = planning_fit(cfg)
+        return self._measured.fits[key]
 
     def compute_seconds(self, cfg: DictConfig, cluster: Cluster | None = None) -> float:
         """Forward + backward of one iteration as every estimate starts from: profiled, then
@@ -128,6 +164,7 @@ class Predictor:
             cluster=cluster,
             wire=self.wire(cfg, compressor, cluster.workers).scaled(slower),
             scheduler=cfg.scheduler,
+            planning_fit=self.planning_fit(cfg, scheduler),
         )
         return predict(scheduler, job)
 

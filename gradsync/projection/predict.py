@@ -32,8 +32,10 @@ the bytes).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
@@ -61,6 +63,9 @@ class Job:
     wire: Wire
     scheduler: DictConfig
     """The composed ``scheduler`` options."""
+    planning_fit: Mapping[str, float] | None = None
+    """γ, α, β the scheduler plans with when they are not the cluster's (its own fit on this
+    host, ``planning.py``): the plan follows them, its time the cluster's costs."""
 
 
 @dataclass(frozen=True)
@@ -203,11 +208,22 @@ def _merged(plan_of: PlanRule) -> Callable[[Job], Estimate]:
             bytes_per_element=wire.bytes_sent(1) / wire.density,
         )
         layers = Layers(backward=p.backward, sizes=p.sizes)
-        plan = plan_of(layers, cost)
+        plan = plan_of(layers, _planned_with(job, cost))
         seconds = iteration_seconds(plan, layers, cost, sum(p.forward)) + p.update
         return Estimate(seconds)
 
     return model
+
+
+def _planned_with(job: Job, cost: CostModel) -> CostModel:
+    """The cost model the job's planner sees: the fit it makes or was given (``scheduler.costs``,
+    as ``gradsync plan`` writes), else the cluster's own."""
+    fit = job.planning_fit
+    if fit is None and job.scheduler.get("costs"):
+        fit = json.loads(Path(str(job.scheduler.costs)).read_text())
+    if fit is None:
+        return cost
+    return replace(cost, gamma=fit["gamma"], alpha=fit["alpha"], beta=fit["beta"])
 
 
 def _log2(n: int) -> float:

@@ -74,8 +74,9 @@ class ModelProfile:
 @dataclass(frozen=True)
 class ProfiledJob:
     profile: ModelProfile
-    gradient: Tensor
-    """The flat gradient of one step, in model order (as compressors see it)."""
+    gradient: Tensor | None
+    """The flat gradient of one step, in model order (as compressors see it); None when the
+    profile was read back from a file (``measured.py``)."""
     layer_sizes: tuple[int, ...]
     """Its tensors' sizes, in model order."""
 

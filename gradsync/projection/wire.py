@@ -102,16 +102,18 @@ class Wire:
         return sum(rate for _, rate in self.calls) * elements
 
     def transfer_seconds(self, cluster: Cluster, elements: float) -> float:
-        """The collectives that exchange ``elements`` of the gradient (a bucket, or all)."""
-        prices = {
-            "all_reduce": cluster.all_reduce,
-            # Ragged tensors: the workers first gather each other's lengths.
-            "all_gather": lambda nbytes: (
-                cluster.all_gather(LENGTH_BYTES) + cluster.all_gather(nbytes)
-            ),
-            "broadcast": cluster.broadcast,
-        }
-        return sum(prices[kind](rate * elements) for kind, rate in self.calls)
+        """The collectives that exchange ``elements`` of the gradient (a bucket, or all); the
+        workers meet at the first (``Cluster.meeting``)."""
+        calls = []
+        for kind, rate in self.calls:
+            if kind == "all_gather":  # ragged tensors: the workers first gather the lengths
+                calls.append((kind, LENGTH_BYTES))
+            calls.append((kind, rate * elements))
+        if not calls:
+            return 0.0
+        (first_kind, first_bytes), *rest = calls
+        seconds = _price(cluster.meeting(), first_kind, first_bytes)
+        return seconds + sum(_price(cluster, kind, nbytes) for kind, nbytes in rest)
 
     def exchange_seconds(self, cluster: Cluster, elements: float) -> float:
         """Compress and exchange ``elements`` of the gradient (combining what arrived is paid
@@ -205,6 +207,16 @@ def extrapolate(smaller: Wire, larger: Wire, workers: int, element_bytes: int) -
     )
     combining = grown(smaller.combine_seconds, larger.combine_seconds, math.inf)
     return replace(larger, calls=calls, combine_seconds=combining, workers=workers)
+
+
+def _price(cluster: Cluster, kind: str, nbytes: float) -> float:
+    """Seconds of one ``kind`` collective to which every worker contributes ``nbytes``."""
+    prices = {
+        "all_reduce": cluster.all_reduce,
+        "all_gather": cluster.all_gather,
+        "broadcast": cluster.broadcast,
+    }
+    return prices[kind](nbytes)
 
 
 def _median(values: list[float]) -> float:

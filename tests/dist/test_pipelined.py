@@ -95,7 +95,32 @@ def _train_all(rank: int, world_size: int, costs: str) -> dict:
     results["sparse"] = _train(rank, world_size, "lags", "topk", 0.1, "allgather", {})
     options = {"rule": "optimal", "profile_steps": 1, "costs": costs}
     results["costs"] = _train(rank, world_size, "omgs", "topk", 0.5, "allgather", options)
+    results["fits"] = _in_place_fits(rank)
     return results
+
+
+def _in_place_fits(rank: int) -> dict:
+    """OMGS's cost model from profiled exchanges whose time grows with their bytes, and from
+    ones that took the same time at every size (as within a shaper's burst)."""
+    from gradsync.sync.omgs import OmgsPlanner
+    from gradsync.sync.pipelined import Measurements
+
+    selections = [(4096, 1e-4), (65536, 2e-3), (16384, 5e-4)]
+    sizes = [1e3, 1e5, 1e4]
+    fits = {}
+    for name, seconds in (("growing", [1e-3 + 1e-8 * b for b in sizes]), ("flat", [1e-3] * 3)):
+        job = Measurements(
+            sizes=[4096, 65536, 16384],
+            element_size=4,
+            density=0.01,
+            device=torch.device("cpu"),
+            link=TorchCollective(),
+            selections=selections,
+            exchanges=list(zip(sizes, seconds, strict=True)),
+        )
+        cost = OmgsPlanner("optimal", profile_steps=1, costs=None).cost_model(job)
+        fits[name] = (cost.alpha, cost.beta)
+    return fits
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +157,15 @@ def test_sparse_pipelined_groups_send_layerwise_topk(runs):
     # float64 values and int32 indices, plus the two lengths (int64) each all-gather exchanges
     assert result["bytes"] == k * (8 + 4) + len(sizes) * 2 * 8
     assert 0.1 <= result["density"] <= 0.2 + 1e-9
+
+
+def test_omgs_refits_on_the_real_link_when_its_profiled_exchanges_cost_nothing_per_byte(runs):
+    fits = [runs[rank]["fits"] for rank in range(2)]
+    alpha, beta = fits[0]["growing"]
+    assert alpha == pytest.approx(1e-3) and beta == pytest.approx(1e-8)  # the fit, as it is
+    # Bytes for free is no link's cost: the microbenchmarks measure one, the same everywhere.
+    alpha, beta = fits[0]["flat"]
+    assert beta > 0 and fits[1]["flat"] == (alpha, beta)
 
 
 def test_omgs_plans_from_a_costs_file_the_same_on_every_worker(runs):

@@ -104,6 +104,9 @@ def test_calls_made_while_computing_are_priced_apart():
     )
     assert c.overlapped().all_gather(0) == pytest.approx(0.003)
     assert c.all_gather(0) == pytest.approx(0.008)
+    # An exchange's first call is where the workers meet: priced as a call after computing.
+    assert c.overlapped().meeting().all_gather(0) == pytest.approx(0.008)
+    assert c.meeting() == c
     plain = Cluster(workers=4, bandwidth_bps=GBIT, call_s={"all_gather": 0.008})
     assert plain.overlapped() == plain  # nothing measured: the same prices
 

@@ -18,7 +18,7 @@ from gradsync.feedback.auto import for_compressor
 from gradsync.projection.cluster import Cluster
 from gradsync.projection.predict import OVERLAPPED, SCHEDULER_MODELS, Job, predict
 from gradsync.projection.profile import ModelProfile
-from gradsync.projection.wire import Wire, extrapolate, measure_wire
+from gradsync.projection.wire import LENGTH_BYTES, Wire, extrapolate, measure_wire
 
 LAYERS = (2000, 50, 6000, 100, 1200, 10)
 N = sum(LAYERS)
@@ -206,19 +206,38 @@ def test_a_synchronous_server_adds_its_incast_and_asynchronous_ones_never_wait_l
 
 
 @pytest.mark.parametrize("scheduler", ["allreduce", "lags", "mgs", "wfbp", "deft", "ps_bsp"])
-def test_pipelined_schedulers_pay_the_calls_made_while_computing_and_others_do_not(scheduler):
+def test_pipelined_schedulers_meet_at_each_exchange_then_pay_back_to_back_calls(scheduler):
     after, during = (
         {"all_gather": 0.02, "all_reduce": 0.02},
         {"all_gather": 0.001, "all_reduce": 0.001},
     )
     cluster = Cluster(workers=4, bandwidth_bps=1e9, call_s=after, overlapped_call_s=during)
     wire = DENSE if scheduler in ("wfbp", "deft", "ps_bsp") else SPARSE
-    both = predict(scheduler, _job(wire, cluster, **SCHEDULERS[scheduler])).iteration
-    overlapped = scheduler in OVERLAPPED
-    alone = Cluster(workers=4, bandwidth_bps=1e9, call_s=during if overlapped else after)
-    assert both == pytest.approx(
-        predict(scheduler, _job(wire, alone, **SCHEDULERS[scheduler])).iteration
-    )
+    options = SCHEDULERS[scheduler]
+    both = predict(scheduler, _job(wire, cluster, **options)).iteration
+
+    def priced(calls: dict[str, float]) -> float:
+        alone = Cluster(workers=4, bandwidth_bps=1e9, call_s=calls)
+        return predict(scheduler, _job(wire, alone, **options)).iteration
+
+    # Unpipelined, or one call per exchange (the one the workers meet at): all after-prices.
+    if scheduler not in OVERLAPPED or wire is DENSE:
+        assert both == pytest.approx(priced(after))
+    else:  # the lengths' all-gather is the meeting; the data's follows back to back
+        assert priced(during) < both < priced(after)
+
+
+def test_an_exchange_pays_its_first_call_as_a_meeting_and_the_rest_back_to_back():
+    cluster = Cluster(
+        workers=4,
+        bandwidth_bps=1e9,
+        call_s={"all_gather": 0.02},
+        overlapped_call_s={"all_gather": 0.001},
+    ).overlapped()
+    # SPARSE: the lengths' all-gather (the meeting), then the payload's; 3 peers send each.
+    sent = LENGTH_BYTES + SPARSE.bytes_sent(1000)
+    expected = 0.02 + 0.001 + 3 * sent * 8 / cluster.payload_bps
+    assert SPARSE.transfer_seconds(cluster, 1000) == pytest.approx(expected)
 
 
 def test_deft_on_two_links_takes_the_measured_mu_over_the_rates_ratio():

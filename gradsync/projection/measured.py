@@ -1,0 +1,87 @@
+"""What a ``Predictor`` measured on this host (profiles, wire formats, link probes, in-place
+cost fits), written to
+and read from a JSON file: a prediction made later, or elsewhere, can then start from the
+measurements taken when its runs were made instead of from this host's speed of the moment.
+
+The profiled gradient (megabytes of floats) is not kept; a wire format that was not measured
+before the file was written is measured on a gradient taken afresh."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gradsync.projection.profile import ModelProfile, ProfiledJob, SharedHostDelays
+from gradsync.projection.wire import Wire
+
+FORMAT = 1
+
+
+Key = tuple[Hashable, ...]
+
+
+@dataclass
+class Measurements:
+    """Everything measured for predictions, each keyed by what it depends on."""
+
+    profiles: dict[str, ProfiledJob] = field(default_factory=dict)
+    wires: dict[Key, Wire] = field(default_factory=dict)
+    delays: dict[Key, SharedHostDelays] = field(default_factory=dict)
+    fits: dict[Key, dict[str, float]] = field(default_factory=dict)
+    """The cost models jobs fit in place on this host (``planning.py``)."""
+
+    def update(self, other: Measurements) -> None:
+        for name in ("profiles", "wires", "delays", "fits"):
+            getattr(self, name).update(getattr(other, name))
+
+
+def write(path: Path, measurements: Measurements) -> None:
+    """``measurements`` to ``path``, replaced whole (never half written)."""
+    document = {
+        "format": FORMAT,
+        "profiles": [
+            {"key": key, "profile": asdict(job.profile), "layer_sizes": list(job.layer_sizes)}
+            for key, job in measurements.profiles.items()
+        ],
+        "wires": [{"key": list(k), "wire": asdict(w)} for k, w in measurements.wires.items()],
+        "delays": [{"key": list(k), "delays": asdict(d)} for k, d in measurements.delays.items()],
+        "fits": [{"key": list(k), "fit": fit} for k, fit in measurements.fits.items()],
+    }
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(document, indent=1) + "\n")
+    partial.replace(path)
+
+
+def read(path: Path) -> Measurements:
+    """What ``write`` saved; ValueError when the file is not such a file."""
+    try:
+        document = json.loads(path.read_text())
+        if document.get("format") != FORMAT:
+            raise ValueError(f"format {document.get('format')!r}, expected {FORMAT}")
+        return Measurements(
+            profiles={
+                entry["key"]: ProfiledJob(
+                    profile=_profile(entry["profile"]),
+                    gradient=None,
+                    layer_sizes=tuple(entry["layer_sizes"]),
+                )
+                for entry in document["profiles"]
+            },
+            wires={tuple(e["key"]): _wire(e["wire"]) for e in document["wires"]},
+            delays={tuple(e["key"]): SharedHostDelays(**e["delays"]) for e in document["delays"]},
+            fits={tuple(e["key"]): dict(e["fit"]) for e in document["fits"]},
+        )
+    except (OSError, KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a file of saved measurements: {exc}") from None
+
+
+def _profile(fields: dict[str, Any]) -> ModelProfile:
+    tuples = {k: tuple(fields[k]) for k in ("sizes", "forward", "backward")}
+    return ModelProfile(**{**fields, **tuples})
+
+
+def _wire(fields: dict[str, Any]) -> Wire:
+    return Wire(**{**fields, "calls": tuple((kind, rate) for kind, rate in fields["calls"])})
