@@ -241,7 +241,7 @@ def _deftsched_table(runs: list[Run], skip: int) -> str:
             f"| {name} | {seconds * 1e3:.0f} | {updates:.2f} | {reference / seconds:.2f}x "
             f"| {PAPER_DEFT.get(name, '–')} |"
         )
-    lines += ["", "Accuracy parity (digits, CNN, 2 workers, 10 epochs):", ""]
+    lines += ["", "Accuracy parity (Fashion-MNIST, CNN, 2 workers at 1 Gbit/s, 3 epochs):", ""]
     lines += ["| scheduler | final accuracy (%) |", "|---|---:|"]
     lines += [f"| {r.setting('scheduler')} | {final_accuracy(r):.2f} |" for r in parity]
     return "\n".join(lines)
@@ -342,19 +342,20 @@ REPRODUCTIONS: dict[str, Reproduction] = {
                 (
                     "scheduler=wfbp,deft",
                     "model=cnn",
-                    "dataset=digits",
+                    "dataset=fashion_mnist",
                     "trainer.workers=2",
                     "trainer.batch_size=32",
                     "trainer.max_steps=null",
-                    "trainer.epochs=10",
-                    "trainer.log_every=10",
+                    "trainer.epochs=3",
+                    "trainer.log_every=20",
                     "runner.bandwidth=1gbit",
                 ),
             ),
         ),
         group_by="scheduler,scheduler.links,dataset",
         scaled_down="ResNet-18 on synthetic 32×32 images, batch 8, 4 workers (not 16 A100s), "
-        "500 + 300 Mbit/s links (not 40 Gbps), 32 steps; parity on digits, 10 epochs",
+        "500 + 300 Mbit/s links (not 40 Gbps), 32 steps; parity with a CNN on Fashion-MNIST, "
+        "3 epochs",
         paper="Figure 10 (16 A100s, 40 Gbps): DeFT 1.33–2.24× over DDP, ByteScheduler and "
         "US-Byte, e.g. ResNet-101 +33–73%; about no accuracy loss",
         table=_deftsched_table,
@@ -484,25 +485,26 @@ def _predictions(name: str, reproduction: Reproduction) -> list[tuple[Run, Estim
     """Every run of a reproduction with ``gradsync simulate``'s prediction for its own config
     and the predicted forward + backward before the links slow it. The simulator's inputs
     (profile, wire formats, link probe) come from ``measured.json`` when the runs left one;
-    what is missing is measured now, and the file keeps it."""
+    what is missing is measured now, and the file keeps it. What a scheduler decided from its
+    own measurements in the run (OMGS's fit, DeFT's capacity scale: ``planning.DECISIONS``)
+    is read from the run's log: on this host those decisions vary from run to run."""
     from gradsync.projection.jobs import Predictor
+    from gradsync.projection.planning import logged_decisions
 
     predictor = Predictor(warmup_steps=reproduction.warmup_steps)
     store = RESULTS / name / MEASURED_FILE
     if store.exists():
         predictor.load(store)
-    predictions = [
-        (
-            run,
-            predictor.estimate(
-                run.config,
-                scheduler=str(run.setting("scheduler")),
-                compressor=str(run.setting("compressor")),
-            ),
-            predictor.compute_seconds(run.config),
+    predictions = []
+    for run in find_runs([RESULTS / name / "runs"]):
+        scheduler = str(run.setting("scheduler"))
+        estimate = predictor.estimate(
+            run.config,
+            scheduler=scheduler,
+            compressor=str(run.setting("compressor")),
+            decisions=logged_decisions(run.records, scheduler),
         )
-        for run in find_runs([RESULTS / name / "runs"])
-    ]
+        predictions.append((run, estimate, predictor.compute_seconds(run.config)))
     predictor.save(store)
     return predictions
 
@@ -535,9 +537,13 @@ def validation() -> str:
         f"iteration time (median error {statistics.median(errors):.1%}, largest "
         f"{max(errors):.1%}).",
         "",
-        "The last column sets the predicted forward + backward time of an iteration against the "
-        "run's own: how much of the error is this host computing at another speed than when the "
-        "run was made, or computing slower while the links are busy than the model says.",
+        "Every reproduction measured the simulator's inputs (profile, wire formats, link probe) "
+        "right after its runs (`benchmarks/results/<name>/measured.json`); what a scheduler "
+        "decided from measurements inside its run (OMGS's fitted cost model, DeFT's capacity "
+        "scale and μ) comes from the run's log. The last column sets the predicted forward + "
+        "backward time of an iteration against the run's own: how much of the error is compute "
+        "the model gets wrong (the workers' sharing of the cores, and computing slower while the "
+        "links are busy).",
         "",
         "| reproduction | run | measured (ms) | predicted (ms) | error | compute: measured → "
         "predicted (ms) |",

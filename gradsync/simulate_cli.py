@@ -28,6 +28,9 @@ options:
   --compute-scale F        multiply every measured compute time (forward, backward, update,
                            loading, compression) by F: e.g. 0.02 for accelerators 50x faster
                            than this host
+  --measurements FILE.json start from the profiles, wire formats and link probes saved in
+                           FILE (when it exists), and save there what this run measured: a
+                           later prediction then uses this host's speed of that moment
 """
 
 from __future__ import annotations
@@ -107,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeline", type=_figure_path)
     parser.add_argument("--warmup-steps", type=_count, default=0)
     parser.add_argument("--compute-scale", type=_positive, default=1.0)
+    parser.add_argument("--measurements", type=_json_path)
     return parser
 
 
@@ -143,6 +147,15 @@ def _bounded(
 
 _count = _bounded(int, "a whole number", lambda value: value >= 0, ">= 0")
 _positive = _bounded(float, "a number", lambda value: value > 0, "> 0")
+
+
+def _json_path(text: str) -> Path:
+    path = Path(text)
+    if path.suffix.lower() != ".json":
+        raise argparse.ArgumentTypeError(f"{text}: the file must end in .json")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no directory {path.parent}")
+    return path
 
 
 def _figure_path(text: str) -> Path:
@@ -215,9 +228,22 @@ def _cluster_options(args: argparse.Namespace, cluster: Cluster) -> Cluster:
 
 
 def simulate(args: argparse.Namespace) -> str:
-    from gradsync.projection.jobs import Predictor, cluster_for
+    from gradsync.projection.jobs import Predictor
 
     predictor = Predictor(warmup_steps=args.warmup_steps, compute_scale=args.compute_scale)
+    if args.measurements is not None and args.measurements.exists():
+        try:
+            predictor.load(args.measurements)
+        except ValueError as exc:
+            raise ConfigError(f"--measurements: {exc}") from None
+    output = _simulated(args, predictor)
+    if args.measurements is not None:
+        predictor.save(args.measurements)
+    return output
+
+
+def _simulated(args: argparse.Namespace, predictor: Predictor) -> str:
+    from gradsync.projection.jobs import cluster_for
 
     baseline = _baseline(args.overrides)
     cfg = baseline.cfg

@@ -4,6 +4,7 @@ format. Profiles and wire formats are measured once per model (and worker count)
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -125,13 +126,13 @@ class Predictor:
             second_link_mu=delays.second_link_mu,
         )
 
-    def planning_fit(self, cfg: DictConfig, scheduler: str) -> dict[str, float] | None:
+    def planning_fit(self, cfg: DictConfig, scheduler: str) -> dict[str, float]:
         """The cost model ``scheduler`` will plan with when it fits one on this host's shaped
-        links (``planning.py``); None when it plans with the cluster's own costs."""
+        links (``planning.py``); empty when it plans with the cluster's own costs."""
         from gradsync.projection.planning import fits_here, planning_fit
 
         if not fits_here(scheduler, cfg):
-            return None
+            return {}
         key = (
             _model_key(cfg),
             OmegaConf.to_yaml(cfg.compressor),
@@ -155,8 +156,17 @@ class Predictor:
         return self.compute_scale * cluster.compute_slowdown
 
     def estimate(
-        self, cfg: DictConfig, *, scheduler: str, compressor: str, cluster: Cluster | None = None
+        self,
+        cfg: DictConfig,
+        *,
+        scheduler: str,
+        compressor: str,
+        cluster: Cluster | None = None,
+        decisions: Mapping[str, float] | None = None,
     ) -> Estimate:
+        """``decisions``: what the job decided from its own measurements, when known (a run's
+        log, ``planning.logged_decisions``); else OMGS's fit on shaped links is taken by
+        running its planning steps here."""
         cluster = self.on_this_host(cfg, cluster or cluster_for(cfg))
         slower = self._slower(cluster)
         job = Job(
@@ -164,7 +174,7 @@ class Predictor:
             cluster=cluster,
             wire=self.wire(cfg, compressor, cluster.workers).scaled(slower),
             scheduler=cfg.scheduler,
-            planning_fit=self.planning_fit(cfg, scheduler),
+            decisions=self.planning_fit(cfg, scheduler) if decisions is None else decisions,
         )
         return predict(scheduler, job)
 

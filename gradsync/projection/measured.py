@@ -74,7 +74,7 @@ def read(path: Path) -> Measurements:
             delays={tuple(e["key"]): SharedHostDelays(**e["delays"]) for e in document["delays"]},
             fits={tuple(e["key"]): dict(e["fit"]) for e in document["fits"]},
         )
-    except (OSError, KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+    except (OSError, KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ValueError(f"{path} is not a file of saved measurements: {exc}") from None
 
 

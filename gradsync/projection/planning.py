@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -23,14 +24,35 @@ from gradsync.projection.profile import NETEM_RUNNER, MeasurementError
 # Schedulers that fit their cost model in the job when not given one (``scheduler.costs``).
 FITS_IN_PLACE = frozenset({"omgs"})
 FITTED = ("gamma", "alpha", "beta")
+# What each scheduler decides from measurements inside the job, as it logs it (``sched/``):
+# OMGS its fitted cost model; DeFT how far its preserver scaled the knapsacks, and its μ.
+DECISIONS: dict[str, tuple[str, ...]] = {
+    "omgs": FITTED,
+    "deft": ("capacity_scale", "mu"),
+}
+
+
+def logged_decisions(records: Iterable[Mapping[str, object]], scheduler: str) -> dict[str, float]:
+    """The decisions ``scheduler`` logged in a run's metrics (its first record with all of
+    them); empty when it makes none or logged none."""
+    wanted = DECISIONS.get(scheduler, ())
+    for record in records:
+        if wanted and all(f"sched/{name}" in record for name in wanted):
+            return {name: float(record[f"sched/{name}"]) for name in wanted}  # type: ignore[arg-type]
+    return {}
 
 
 def fits_here(scheduler: str, cfg: DictConfig) -> bool:
-    """Whether the job plans with a fit it makes on this host's shaped links."""
+    """Whether the job plans with a fit it makes on this host's shaped links: one from the
+    all-gathers it times (all-reduced payloads are not timed one by one; such a job
+    microbenchmarks the link, past any burst)."""
+    from gradsync.config.instantiate import build
+
     return (
         scheduler in FITS_IN_PLACE
         and not OmegaConf.select(cfg, "scheduler.costs")
         and str(OmegaConf.select(cfg, "runner._target_")) == NETEM_RUNNER
+        and not build(cfg.compressor, path="compressor").allreducible
     )
 
 
@@ -43,9 +65,10 @@ def planning_fit(cfg: DictConfig) -> dict[str, float]:
 
     job = cfg.copy()
     # Logging as the job does (its metric reductions are collectives the workers meet at,
-    # which shape the timings fitted), up to the first log after the plan is made.
+    # which shape the timings fitted), up to the first log after the plan is made (after a
+    # warm-up step and the profiled steps).
     every = int(cfg.trainer.log_every)
-    job.trainer.max_steps = (int(cfg.scheduler.profile_steps) // every + 1) * every
+    job.trainer.max_steps = ((int(cfg.scheduler.profile_steps) + 1) // every + 1) * every
     job.trainer.checkpoint = False
     job.trainer.resume = None
     job.logger.wandb = None
@@ -59,13 +82,8 @@ def planning_fit(cfg: DictConfig) -> dict[str, float]:
             runner.run(worker_launch(config, run_dir, threads=int(job.trainer.threads_per_worker)))
         except WorkerFailure as exc:
             raise MeasurementError(f"the job's planning steps failed: {exc}") from None
-        return _logged_fit(run_dir / "metrics.jsonl")
-
-
-def _logged_fit(metrics: Path) -> dict[str, float]:
-    wanted = [f"sched/{name}" for name in FITTED]
-    for line in metrics.read_text().splitlines():
-        record = json.loads(line)
-        if all(key in record for key in wanted):
-            return {name: float(record[f"sched/{name}"]) for name in FITTED}
-    raise MeasurementError(f"the job's planning steps logged no {', '.join(wanted)}")
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    fit = logged_decisions((json.loads(line) for line in lines), "omgs")
+    if not fit:
+        raise MeasurementError("the job's planning steps logged no fitted γ, α, β")
+    return fit

@@ -63,9 +63,10 @@ class Job:
     wire: Wire
     scheduler: DictConfig
     """The composed ``scheduler`` options."""
-    planning_fit: Mapping[str, float] | None = None
-    """γ, α, β the scheduler plans with when they are not the cluster's (its own fit on this
-    host, ``planning.py``): the plan follows them, its time the cluster's costs."""
+    decisions: Mapping[str, float] = field(default_factory=dict)
+    """What the scheduler decides from measurements inside the job (``planning.DECISIONS``),
+    when known: OMGS's fitted γ, α, β (its plan follows them, its time the cluster's costs);
+    DeFT's knapsack ``capacity_scale`` and ``mu``."""
 
 
 @dataclass(frozen=True)
@@ -165,9 +166,10 @@ def _deft(job: Job) -> Estimate:
     if window > alpha:  # DeFT's step (3): buckets too long for that window are split
         room = max(window - alpha, sum(times.comm) / MAX_DEFT_BUCKETS)
         times = _bucket_times(job, buckets.refine([c - alpha for c in times.comm], room))
-    prediction = _simulated(
-        job, functools.partial(deft, iterations=SIMULATED_ITERATIONS, mu=mu), times
-    )
+    # The preserver's retries scale the knapsacks (fewer delayed buckets, more updates).
+    scale = float(job.decisions.get("capacity_scale", 1.0))
+    schedule = functools.partial(deft, iterations=SIMULATED_ITERATIONS, mu=mu, capacity_scale=scale)
+    prediction = _simulated(job, schedule, times)
     return Estimate(
         prediction.iteration + job.profile.update, prediction.update_frequency, prediction
     )
@@ -177,6 +179,8 @@ def _mu(job: Job) -> float:
     """How many times longer a bucket takes on the second link."""
     if job.scheduler.get("mu"):
         return float(job.scheduler.mu)
+    if "mu" in job.decisions:  # measured by the job itself
+        return float(job.decisions["mu"])
     if job.cluster.second_link_mu is not None:
         return job.cluster.second_link_mu
     second = job.cluster.second_link()
@@ -218,7 +222,7 @@ def _merged(plan_of: PlanRule) -> Callable[[Job], Estimate]:
 def _planned_with(job: Job, cost: CostModel) -> CostModel:
     """The cost model the job's planner sees: the fit it makes or was given (``scheduler.costs``,
     as ``gradsync plan`` writes), else the cluster's own."""
-    fit = job.planning_fit
+    fit = job.decisions if "alpha" in job.decisions else None
     if fit is None and job.scheduler.get("costs"):
         fit = json.loads(Path(str(job.scheduler.costs)).read_text())
     if fit is None:

@@ -55,3 +55,30 @@ def test_a_failing_probe_worker_is_reported_with_its_rank(mlp_job):
     broken.model._target_ = "gradsync.models.no_such_model.Model"
     with pytest.raises(MeasurementError, match=r"link probe rank \d failed: "):
         probe_links(broken, 2)
+
+
+def test_saved_measurements_predict_the_same_without_measuring_again(mlp_job, tmp_path, monkeypatch):
+    from gradsync.config.compose import compose_jobs
+    from gradsync.projection import jobs
+
+    first = jobs.Predictor()
+    expected = first.estimate(mlp_job, scheduler="allreduce", compressor="none")
+    store = tmp_path / "measured.json"
+    first.save(store)
+
+    def measured_again(*args, **kwargs):
+        raise AssertionError("measured again")
+
+    second = jobs.Predictor()
+    second.load(store)
+    with monkeypatch.context() as guard:
+        guard.setattr(jobs, "profile_job", measured_again)
+        guard.setattr(jobs, "probe_links", measured_again)
+        assert second.estimate(mlp_job, scheduler="allreduce", compressor="none") == expected
+    # A compressor not measured before: its wire format is recorded on a fresh gradient, the
+    # loaded timings stay.
+    (topk,) = compose_jobs(
+        ["model=mlp", "trainer.workers=2", "compressor=topk"], multirun=False, launcher_here=False
+    )
+    assert second.wire(topk, "topk", 2).density < 1.0
+    assert second.profiled(topk).profile == first.profiled(mlp_job).profile

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gradsync import simulate_cli
+from gradsync.projection.measured import read
 from gradsync.sync.profiling import profile_tensors
 from tests.helpers.cli import run_cli
 
@@ -27,11 +28,15 @@ def _png_size(path) -> tuple[int, int]:
 
 def test_simulate_predicts_every_combination_projects_and_draws(gradsync_cmd, cli_env, tmp_path):
     plot, timeline = tmp_path / "projection.png", tmp_path / "timeline.png"
-    result = run_cli(
-        gradsync_cmd, "simulate", "model=mlp", "trainer.workers=2",
+    measurements = tmp_path / "measured.json"
+    job = (
+        "model=mlp", "trainer.workers=2",
         "runner=netem", "runner.bandwidth=100mbit", "runner.second_bandwidth=50mbit",
+    )  # fmt: skip
+    result = run_cli(
+        gradsync_cmd, "simulate", *job,
         "--compressors", "none,topk", "--schedulers", "allreduce,wfbp,deft,omgs,osp",
-        "--workers", "4,64", "--bandwidths", "1gbit,10gbit",
+        "--workers", "4,64", "--bandwidths", "1gbit,10gbit", "--measurements", str(measurements),
         "--plot", str(plot), "--timeline", str(timeline), env=cli_env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -62,6 +67,12 @@ def test_simulate_predicts_every_combination_projects_and_draws(gradsync_cmd, cl
         line for line in out.split("projected")[1].splitlines() if "none × wfbp" in line
     )
     assert baseline.split()[-4:] == ["1.00x"] * 4
+    # What it measured is saved for a later call: the profile, both compressors' wire
+    # formats and the probe of the shaped links (top-k all-reduces on the union of indices, so
+    # OMGS microbenchmarks its link: no in-place fit to replay).
+    saved = read(measurements)
+    assert len(saved.profiles) == 1 and len(saved.delays) == 1 and not saved.fits
+    assert {wire.compressor for wire in saved.wires.values()} >= {"none", "topk"}
     assert f"plot: {plot}" in out and f"timeline: {timeline}" in out
     assert _png_size(plot)[0] > 600
     width, height = _png_size(timeline)
@@ -79,6 +90,7 @@ def test_simulate_predicts_every_combination_projects_and_draws(gradsync_cmd, cl
         (["model=mlp", "--algorithm", "butterfly"], "valid: ring, tree"),
         (["model=mlp", "--compute-scale", "0"], "0 must be > 0"),
         (["model=mlp", "--warmup-steps", "many"], "'many' is not a whole number"),
+        (["model=mlp", "--measurements", "measured.txt"], "must end in .json"),
     ],
     ids=[
         "unknown-key",
@@ -89,6 +101,7 @@ def test_simulate_predicts_every_combination_projects_and_draws(gradsync_cmd, cl
         "algorithm",
         "compute-scale",
         "warmup-steps",
+        "measurements-suffix",
     ],
 )
 def test_simulate_rejects_bad_input_with_one_line_and_exit_2(gradsync_cmd, cli_env, args, message):

@@ -3,6 +3,7 @@ models of ``projection/predict.py`` against hand computations and orderings that
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -268,3 +269,42 @@ def test_pipelined_schedules_compute_slower_while_a_link_is_busy():
 def test_an_unknown_scheduler_names_the_valid_ones():
     with pytest.raises(ValueError, match="valid: allreduce, wfbp"):
         predict("gossip", _job(DENSE, Cluster(workers=2, bandwidth_bps=1e9)))
+
+
+def test_omgs_plans_with_the_fit_the_job_made_as_with_a_costs_file(tmp_path):
+    cluster = Cluster(workers=4, bandwidth_bps=1e9)
+    latency_bound = {"gamma": 1e-9, "alpha": 1.0, "beta": 1e-12}
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps(latency_bound))
+    decided = replace(_job(SPARSE, cluster, rule="optimal"), decisions=latency_bound)
+    given = _job(SPARSE, cluster, rule="optimal", costs=str(costs))
+    assert predict("omgs", decided) == predict("omgs", given)
+    # A second per exchange makes one group the plan: priced with the cluster's own costs.
+    assert predict("omgs", given).iteration == pytest.approx(
+        predict("allreduce", _job(SPARSE, cluster)).iteration, rel=1e-4
+    )
+
+
+def test_deft_takes_the_jobs_own_mu_and_capacity_scale():
+    two = dict(partition_size=200_000, links=2)
+    cluster = Cluster(workers=4, bandwidth_bps=5e8, second_bandwidth_bps=2.5e8)
+    decided = replace(_job(DENSE, cluster, **two), decisions={"mu": 3.0, "capacity_scale": 1.0})
+    assert predict("deft", decided) == predict("deft", _job(DENSE, cluster, **two, mu=3.0))
+    # Larger knapsacks delay fewer buckets: the job updates more often.
+    one = _job(DENSE, cluster, partition_size=200_000)
+    scaled = replace(one, decisions={"capacity_scale": 2.0})
+    more, fewer = predict("deft", scaled), predict("deft", one)
+    assert more.updates_per_iteration > fewer.updates_per_iteration
+
+
+def test_the_decisions_a_run_logged_are_read_from_its_first_record_with_all_of_them():
+    from gradsync.projection.planning import logged_decisions
+
+    records = [
+        {"step": 5, "sched/groups": 62.0},
+        {"step": 10, "sched/alpha": 0.03, "sched/beta": 0.0, "sched/gamma": 3e-7},
+        {"step": 15, "sched/alpha": 0.04, "sched/beta": 1e-8, "sched/gamma": 3e-7},
+    ]
+    assert logged_decisions(records, "omgs") == {"gamma": 3e-7, "alpha": 0.03, "beta": 0.0}
+    assert logged_decisions(records, "deft") == {}  # logged none
+    assert logged_decisions(records, "wfbp") == {}  # decides nothing

@@ -1,0 +1,52 @@
+"""OMGS's in-place fit replayed for a prediction (``projection/planning.py``): the job's own
+planning steps run for real on shaped links, and only jobs that fit in place are replayed."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradsync.config.compose import compose_jobs
+from gradsync.projection.planning import fits_here, planning_fit
+from runners.testbed import missing_requirement
+
+pytestmark = pytest.mark.skipif(
+    missing_requirement() is not None, reason=str(missing_requirement())
+)
+JOB = [
+    "model=mlp", "trainer.workers=2", "trainer.log_every=2",
+    "compressor=topk", "compressor.exchange=allgather",
+]  # fmt: skip
+SHAPED = ["runner=netem", "runner.bandwidth=100mbit"]
+
+
+def _job(*overrides: str, runner: tuple[str, ...] = tuple(SHAPED), scheduler: str = "omgs"):
+    planner = ["scheduler=omgs", "scheduler.profile_steps=1"] if scheduler == "omgs" else []
+    (cfg,) = compose_jobs(
+        [*JOB, *runner, *(planner or [f"scheduler={scheduler}"]), *overrides],
+        multirun=False,
+        launcher_here=False,
+    )
+    return cfg
+
+
+def test_the_planning_steps_of_the_real_job_give_its_fit():
+    cfg = _job()
+    assert fits_here("omgs", cfg)
+    fit = planning_fit(cfg)
+    assert set(fit) == {"gamma", "alpha", "beta"}
+    # β > 0 always: a fit with bytes for free makes the job measure the link instead.
+    assert fit["gamma"] >= 0 and fit["alpha"] >= 0 and fit["beta"] > 0
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "job"),
+    [
+        ("omgs", lambda: _job("compressor.exchange=union")),  # all-reduced: microbenchmarked
+        ("omgs", lambda: _job(runner=("runner=local",))),  # no shaper to distort the fit
+        ("omgs", lambda: _job("scheduler.costs=costs.json")),  # given its costs, it fits none
+        ("mgs", lambda: _job(scheduler="mgs")),  # plans by size
+    ],
+    ids=["allreducible", "unshaped", "costs-given", "not-omgs"],
+)
+def test_only_jobs_that_fit_on_shaped_links_are_replayed(scheduler, job):
+    assert not fits_here(scheduler, job())

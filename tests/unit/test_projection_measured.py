@@ -1,0 +1,47 @@
+"""Saved measurements (``projection/measured.py``): what is written is read back the same, and
+a file that is not such a file is refused in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradsync.projection.measured import Measurements, read, write
+from gradsync.projection.profile import ModelProfile, ProfiledJob, SharedHostDelays
+from gradsync.projection.wire import Wire
+
+PROFILE = ModelProfile(
+    model="Net", sizes=(10, 30), forward=(0.001, 0.002), backward=(0.003, 0.004),
+    update=0.0005, data=0.0001, batch_size=32, element_bytes=4,
+)  # fmt: skip
+WIRE = Wire(
+    compressor="topk", numel=40, calls=(("all_gather", 0.08), ("broadcast", 0.01)),
+    compress_seconds=0.002, density=0.01, combine_seconds=0.001, workers=4,
+)  # fmt: skip
+DELAYS = SharedHostDelays(
+    sync=0.02,
+    calls={"all_reduce": 0.003},
+    overlapped_calls={"all_reduce": 0.001},
+    busy_link_slowdown={"link 1": 1.2, "link 1+link 2": 1.5},
+    second_link_mu=1.8,
+)
+
+
+def test_measurements_are_read_back_as_written_without_the_gradient(tmp_path):
+    saved = Measurements(
+        profiles={"model: net\n": ProfiledJob(PROFILE, gradient=None, layer_sizes=(30, 10))},
+        wires={("model: net\n", "density: 0.01\n", 4): WIRE},
+        delays={("model: net\n", "runner: netem\n", 4): DELAYS},
+        fits={("model: net\n", "topk", "netem", 4, 5): {"gamma": 1e-7, "alpha": 0.03, "beta": 0}},
+    )
+    path = tmp_path / "measured.json"
+    write(path, saved)
+    assert read(path) == saved
+    assert [p.name for p in tmp_path.iterdir()] == ["measured.json"]  # nothing half written
+
+
+def test_a_file_that_is_not_saved_measurements_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "measured.json"
+    for text in ("{not json", '{"format": 99}', '{"format": 1, "profiles": []}'):
+        path.write_text(text)
+        with pytest.raises(ValueError, match=r"is not a file of saved measurements: .+"):
+            read(path)
