@@ -1,6 +1,7 @@
 """Profiling the composed job's model on this host (``projection/profile.py``): the per-tensor
 times and sizes line up with the model, warming up trains it, and the link probe runs real gloo
-workers and reports sane delays for calls after computing and calls made while computing."""
+workers and reports sane delays for calls after computing and calls made while computing, and
+what a Predictor measured is saved and reused without measuring again."""
 
 from __future__ import annotations
 
@@ -38,18 +39,6 @@ def test_warming_up_trains_the_model_before_its_gradient_is_taken(mlp_job):
     assert trained.norm() < fresh.norm() / 2
 
 
-def test_the_link_probe_times_real_collectives_between_the_jobs_workers(mlp_job):
-    delays = probe_links(mlp_job, 2)
-    for calls in (delays.calls, delays.overlapped_calls):
-        assert set(calls) == {"all_reduce", "all_gather", "broadcast"}
-        assert all(0 < seconds < 0.5 for seconds in calls.values())
-    assert 0 <= delays.sync < 0.5
-    # One link here (loopback): computing while it carries 1 MiB transfers is slower or not.
-    assert set(delays.busy_link_slowdown) == {"link 1"}
-    assert 1.0 <= delays.busy_link_slowdown["link 1"] < 10
-    assert probe_links(mlp_job, 1).calls == {}
-
-
 def test_a_failing_probe_worker_is_reported_with_its_rank(mlp_job):
     broken = mlp_job.copy()
     broken.model._target_ = "gradsync.models.no_such_model.Model"
@@ -57,11 +46,23 @@ def test_a_failing_probe_worker_is_reported_with_its_rank(mlp_job):
         probe_links(broken, 2)
 
 
-def test_saved_measurements_predict_the_same_without_measuring_again(mlp_job, tmp_path, monkeypatch):
+def test_the_link_probe_times_real_collectives_and_saved_measurements_are_reused(
+    mlp_job, tmp_path, monkeypatch
+):
     from gradsync.config.compose import compose_jobs
     from gradsync.projection import jobs
 
     first = jobs.Predictor()
+    cluster = first.on_this_host(mlp_job, jobs.cluster_for(mlp_job))  # probes the links
+    for calls in (cluster.call_s, cluster.overlapped_call_s):
+        assert set(calls) == {"all_reduce", "all_gather", "broadcast"}
+        assert all(0 < seconds < 0.5 for seconds in calls.values())
+    assert 0 <= cluster.sync_s < 0.5
+    # One link here (loopback): computing while it carries 1 MiB transfers is slower or not.
+    assert set(cluster.busy_link_slowdown) == {"link 1"}
+    assert 1.0 <= cluster.busy_link_slowdown["link 1"] < 10
+    assert probe_links(mlp_job, 1).calls == {}
+
     expected = first.estimate(mlp_job, scheduler="allreduce", compressor="none")
     store = tmp_path / "measured.json"
     first.save(store)
