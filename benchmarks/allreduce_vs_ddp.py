@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from benchmarks.report import machine, write_section
+from benchmarks.report import machine, publish
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.none import NoneCompressor
 from gradsync.data.digits import Digits
@@ -169,9 +169,7 @@ def main() -> None:
             f"| {r['comm_share']:.0%} |"
         )
     table = "\n".join(lines)
-    print(table)
-    if args.write:
-        write_section("allreduce_vs_ddp", "Dense all-reduce and WFBP vs PyTorch DDP", table)
+    publish("allreduce_vs_ddp", "Dense all-reduce and WFBP vs PyTorch DDP", table, write=args.write)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import argparse
 import torch
 from torch.utils.data import DataLoader
 
-from benchmarks.report import machine, write_section
+from benchmarks.report import machine, publish
 from gradsync.config.compose import compose_jobs
 from gradsync.tasks import build_task
 from gradsync.train.build import build_data, build_model
@@ -72,10 +72,8 @@ def main() -> None:
         seen = losses(delay, args.steps)
         means = [sum(seen[w : w + WINDOW]) / len(seen[w : w + WINDOW]) for w in windows]
         lines.append(f"| {name} | " + " | ".join(f"{m:.2f}" for m in means) + " |")
-    body = "\n".join(lines)
-    print(body)
-    if args.write:
-        write_section("delayed_sgd", "Delayed SGD on the DeFT parity recipe", body)
+    title = "Delayed SGD on the DeFT parity recipe"
+    publish("delayed_sgd", title, "\n".join(lines), write=args.write)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,13 @@ class Part:
     what: str
 
 
+def publish(key: str, title: str, body: str, *, write: bool) -> None:
+    """Print a benchmark's section; with ``write``, also put it in BENCHMARKS.md."""
+    print(body)
+    if write:
+        write_section(key, title, body)
+
+
 def add_part_arguments(parser: argparse.ArgumentParser, names: list[str]) -> None:
     parser.add_argument("parts", nargs="*", help=f"any of {', '.join(names)} (default: all)")
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
