@@ -49,12 +49,15 @@ class Cluster:
     threads_per_worker: int = 1
     """Compute threads of each worker (``trainer.threads_per_worker``), for sharing a host."""
     call_s: Mapping[str, float] = field(default_factory=dict)
-    """Measured seconds of a one-element ``all_reduce``, ``all_gather`` or ``broadcast``
+    """Mean measured seconds of a one-element ``all_reduce``, ``all_gather`` or ``broadcast``
     between these workers (a shared host's shaped links) made after computing, paid by every
     such call instead of the start-ups of the formulas below."""
     overlapped_call_s: Mapping[str, float] = field(default_factory=dict)
     """The same, made back to back by a communication thread while the workers compute (a
     pipelined scheduler's calls): ``overlapped()`` prices calls with these."""
+    idle_call_s: Mapping[str, float] = field(default_factory=dict)
+    """The same, made back to back once no worker computes (``idle()``): on a shared host's
+    oversubscribed cores, a fraction of what they cost while the workers compute."""
     meeting_call_s: Mapping[str, float] = field(default_factory=dict)
     """What the first call of an exchange costs when it differs from ``call_s`` (set by
     ``overlapped()``): the workers meet there after each did its own share of work, so it
@@ -116,6 +119,13 @@ class Cluster:
         if not self.overlapped_call_s:
             return self
         return replace(self, call_s=self.overlapped_call_s, meeting_call_s=self.call_s)
+
+    def idle(self) -> Cluster:
+        """This cluster for calls made back to back after every worker has finished
+        computing (a pipelined scheduler's exchanges left after backward)."""
+        if not self.idle_call_s:
+            return self
+        return replace(self, call_s=self.idle_call_s, meeting_call_s={})
 
     def meeting(self) -> Cluster:
         """This cluster for the first call of an exchange (a bucket, a group): the workers

@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -15,6 +16,9 @@ from gradsync.projection.cluster import LAN_LATENCY_S, Cluster
 from gradsync.projection.predict import Estimate, Job, predict
 from gradsync.projection.profile import ProfiledJob, probe_links, profile_job
 from gradsync.projection.wire import MAX_RECORDED_WORLD, Wire, extrapolate, measure_wire
+
+if TYPE_CHECKING:
+    from gradsync.sync.deft import BucketProfile
 
 DEFAULT_BANDWIDTH = "1gbit"
 # Runners that start every process of a job on this machine.
@@ -121,6 +125,7 @@ class Predictor:
             cluster,
             call_s=delays.calls,
             overlapped_call_s=delays.overlapped_calls,
+            idle_call_s=delays.idle_calls,
             sync_s=delays.sync,
             busy_link_slowdown=delays.busy_link_slowdown,
             second_link_mu=delays.second_link_mu,
@@ -163,18 +168,31 @@ class Predictor:
         compressor: str,
         cluster: Cluster | None = None,
         decisions: Mapping[str, float] | None = None,
+        compute_s: float | None = None,
+        bucket_plan: BucketProfile | None = None,
     ) -> Estimate:
         """``decisions``: what the job decided from its own measurements, when known (a run's
         log, ``planning.logged_decisions``); else OMGS's fit on shaped links is taken by
-        running its planning steps here."""
+        running its planning steps here. ``bucket_plan``: DeFT's buckets and the times it
+        solved its schedule from in the job (``planning.logged_bucket_plan``), when known.
+
+        ``compute_s``: the forward + backward an iteration of the predicted run took, for a
+        trace-driven prediction (the DeFT and OMGS papers' simulators take their layers' times
+        from the training job itself): the profile is scaled to it, instead of slowed by the
+        model of the workers' sharing of the cores, and busy links slow it no further (the
+        run's own compute includes that)."""
         cluster = self.on_this_host(cfg, cluster or cluster_for(cfg))
         slower = self._slower(cluster)
+        if compute_s is not None:
+            slower = compute_s / self.compute_seconds(cfg, cluster) * slower
+            cluster = replace(cluster, busy_link_slowdown={})
         job = Job(
             profile=self.profiled(cfg).profile.scaled(slower),
             cluster=cluster,
             wire=self.wire(cfg, compressor, cluster.workers).scaled(slower),
             scheduler=cfg.scheduler,
             decisions=self.planning_fit(cfg, scheduler) if decisions is None else decisions,
+            bucket_plan=bucket_plan,
         )
         return predict(scheduler, job)
 

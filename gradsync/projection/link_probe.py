@@ -1,14 +1,16 @@
 """One worker of the probe that times what the cost model cannot derive: how long a collective
-of one element takes between this job's workers on their real links (an all_reduce, all_gather
-and broadcast), in the two ways a job makes them, and how long the first collective after a
-step waits for the slowest worker. The job's own model trains meanwhile, so the cores are
-shared as in the job:
+of one element takes on average between this job's workers on their real links (an
+all_reduce, all_gather and broadcast), in the three ways a job makes them, and how long the
+first collective after a step waits for the slowest worker. The job's own model trains
+meanwhile, so the cores are shared as in the job:
 
 * ``calls``: from the training thread, each right after a short stretch of computing, as an
   exchange after backward is made (on oversubscribed cores the workers must first be scheduled
   again: milliseconds with 4 workers on 2 cores);
 * ``overlapped_calls``: back to back from a communication thread over a process group of its
   own while the training thread runs forward and backward, as a pipelined scheduler's are;
+* ``idle_calls``: the same once no worker computes (a pipelined scheduler's exchanges left
+  after backward): on oversubscribed cores, much cheaper than while computing;
 * ``busy_link_slowdown``: how many times longer a training step takes while large transfers
   keep a link busy (each link, and both at once when the job has a second) than while the
   links are idle: moving bytes through gloo and the kernel takes its share of the cores;
@@ -43,6 +45,7 @@ from gradsync.sync.simulator import LINK_1, LINK_2, busy_links_key
 WARMUP, STEPS, MAX_STEPS = 3, 12, 200  # STEPS of each kind at least
 MEASURE_S = 4.0  # a fast model takes more steps, up to about this long
 OVERLAPPED_ROUNDS = 4  # of each call per training step
+IDLE_ROUNDS = 20  # of each call back to back with no training step
 BUSY_S = 0.002  # about one small layer's selection
 CHUNK_ELEMENTS = 2**18  # one transfer of the loaded steps: 1 MiB, past the shaper's 256 kB burst
 LOADED_ROUNDS = 2  # of transfers per set of busy links
@@ -94,6 +97,16 @@ def _while_computing(
         op: [t for t, overlapped in samples if overlapped] or [t for t, _ in samples]
         for op, samples in times.items()
     }
+
+
+def _back_to_back(calls: dict[str, Callable[[], object]]) -> dict[str, list[float]]:
+    """IDLE_ROUNDS of every call, back to back, while no worker computes."""
+    calls["all_reduce"]()  # the workers line up first
+    times: dict[str, list[float]] = {op: [] for op in calls}
+    for _ in range(IDLE_ROUNDS):
+        for op, call in calls.items():
+            times[op].append(_timed(call))
+    return times
 
 
 def _chunk_seconds(groups: dict[str, dist.ProcessGroup]) -> dict[str, float]:
@@ -252,15 +265,21 @@ def main() -> None:
                 first.append(waited)
                 for op, seconds in sample.items():
                     times[op].append(seconds)
+        idle = _back_to_back(overlapped_calls)
         chunk_seconds = _chunk_seconds(links)
         slowdown = _busy_link_slowdown(links, step, statistics.median(idle_steps), chunk_seconds)
         if dist.get_rank() == 0:
-            medians = {op: statistics.median(values) for op, values in times.items()}
-            sync = max(statistics.median(first) - medians["all_reduce"], 0.0)
+            # Means, not medians: an exchange costs the sum of its calls, and calls made while
+            # the cores are oversubscribed have a long tail (a worker not scheduled for a
+            # slice). With 4 workers on 2 cores, all_gathers during backward had a median of
+            # 1.9 ms and a mean of 6.5 ms; an exchange of ragged tensors (4 calls) took 25 ms.
+            means = {op: statistics.fmean(values) for op, values in times.items()}
+            sync = max(statistics.fmean(first) - means["all_reduce"], 0.0)
             result = {
                 "sync": sync,
-                "calls": medians,
-                "overlapped_calls": {op: statistics.median(v) for op, v in overlapped.items()},
+                "calls": means,
+                "overlapped_calls": {op: statistics.fmean(v) for op, v in overlapped.items()},
+                "idle_calls": {op: statistics.fmean(v) for op, v in idle.items()},
                 "busy_link_slowdown": slowdown,
                 "second_link_mu": _second_link_mu(
                     chunk_seconds, statistics.median(overlapped["all_reduce"])

@@ -16,16 +16,21 @@ import json
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync.projection.profile import NETEM_RUNNER, MeasurementError
 
+if TYPE_CHECKING:
+    from gradsync.sync.deft import BucketProfile
+
 # Schedulers that fit their cost model in the job when not given one (``scheduler.costs``).
 FITS_IN_PLACE = frozenset({"omgs"})
 FITTED = ("gamma", "alpha", "beta")
 # What each scheduler decides from measurements inside the job, as it logs it (``sched/``):
-# OMGS its fitted cost model; DeFT how far its preserver scaled the knapsacks, and its μ.
+# OMGS its fitted cost model; DeFT how far its preserver scaled the knapsacks, and its μ
+# (its buckets and the times it solved its knapsacks from: ``logged_bucket_plan``).
 DECISIONS: dict[str, tuple[str, ...]] = {
     "omgs": FITTED,
     "deft": ("capacity_scale", "mu"),
@@ -40,6 +45,15 @@ def logged_decisions(records: Iterable[Mapping[str, object]], scheduler: str) ->
         if wanted and all(f"sched/{name}" in record for name in wanted):
             return {name: float(record[f"sched/{name}"]) for name in wanted}  # type: ignore[arg-type]
     return {}
+
+
+def logged_bucket_plan(run_dir: Path) -> BucketProfile | None:
+    """The buckets and times a DeFT run solved its schedule from (its ``deft_profile.json``);
+    None for other runs, or one that never planned."""
+    from gradsync.sync.deft import PROFILE_FILE, BucketProfile
+
+    path = run_dir / PROFILE_FILE
+    return BucketProfile.read(path) if path.exists() else None
 
 
 def fits_here(scheduler: str, cfg: DictConfig) -> bool:

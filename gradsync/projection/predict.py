@@ -8,7 +8,8 @@ Each scheduler has one model here, chosen by name (the same names as ``scheduler
   priced by the compressor's measured wire format on the cluster.
 * ``lags``, ``mgs``, ``omgs``: the OMGS paper's timeline (eqs. 5–9, ``sync/merge_plans.py``) of
   the plan each rule makes, with γ from the compressor's measured selection time and α, β of an
-  all-gather on the cluster.
+  all-gather on the cluster; on a shared host, an exchange that starts once the workers have
+  stopped computing pays the start-ups of calls on idle cores (``Cluster.idle``).
 * ``ps_bsp``: compute, then every worker pushes its (compressed) gradient and pulls dense
   parameters through the servers' full-duplex links (incast; ``Cluster.push_pull``).
 * ``asp``, ``ssp``: no barrier, so an iteration takes the longer of one worker's own compute +
@@ -47,7 +48,8 @@ from gradsync.projection.wire import Wire
 if TYPE_CHECKING:
     from gradsync.sync.buckets import Buckets
     from gradsync.sync.costs import CostModel
-    from gradsync.sync.merge_plans import Layers
+    from gradsync.sync.deft import BucketProfile
+    from gradsync.sync.merge_plans import Layers, Plan
     from gradsync.sync.simulator import BucketTimes, Prediction
 
 MIB = 2**20
@@ -67,6 +69,10 @@ class Job:
     """What the scheduler decides from measurements inside the job (``planning.DECISIONS``),
     when known: OMGS's fitted γ, α, β (its plan follows them, its time the cluster's costs);
     DeFT's knapsack ``capacity_scale`` and ``mu``."""
+    bucket_plan: BucketProfile | None = None
+    """DeFT's buckets and the times it solved its knapsacks from, measured inside the job (its
+    run's ``deft_profile.json``), when known: the schedule follows them, its time the
+    cluster's costs. ``scheduler.times`` gives them too."""
 
 
 @dataclass(frozen=True)
@@ -154,25 +160,53 @@ def _usbyte(job: Job) -> Estimate:
 
 
 def _deft(job: Job) -> Estimate:
-    from gradsync.sync.simulator import deft
+    from gradsync.sync.buckets import Buckets
+    from gradsync.sync.simulator import BucketTimes, deft
 
-    buckets = _buckets(job, int(job.scheduler.get("partition_size") or 6_500_000))
-    times = _bucket_times(job, buckets)
     two_links = int(job.scheduler.get("links", 1)) == 2
     mu = _mu(job) if two_links else None
-    # The smallest knapsack is the forward window (on the slow link when there are two).
-    window = sum(times.forward) / max(mu or 1.0, 1.0)
-    alpha = _start_up(job)
-    if window > alpha:  # DeFT's step (3): buckets too long for that window are split
-        room = max(window - alpha, sum(times.comm) / MAX_DEFT_BUCKETS)
-        times = _bucket_times(job, buckets.refine([c - alpha for c in times.comm], room))
+    plan = _deft_plan(job)
+    if plan is not None:  # the job's own buckets, and the times it solved its knapsacks from
+        times = _bucket_times(job, Buckets(plan.bounds))
+        planned: BucketTimes | None = BucketTimes(plan.forward, plan.backward, plan.comm)
+    else:
+        times, planned = _deft_buckets(job, mu), None
     # The preserver's retries scale the knapsacks (fewer delayed buckets, more updates).
     scale = float(job.decisions.get("capacity_scale", 1.0))
-    schedule = functools.partial(deft, iterations=SIMULATED_ITERATIONS, mu=mu, capacity_scale=scale)
+
+    schedule = functools.partial(
+        deft, iterations=SIMULATED_ITERATIONS, mu=mu, capacity_scale=scale, planned=planned
+    )
     prediction = _simulated(job, schedule, times)
     return Estimate(
         prediction.iteration + job.profile.update, prediction.update_frequency, prediction
     )
+
+
+def _deft_buckets(job: Job, mu: float | None) -> BucketTimes:
+    """DeFT's buckets as it would make them on the cluster: partitioned, then (its step 3)
+    those too long for the smallest knapsack, the forward window (on the slow link when there
+    are two), split."""
+    buckets = _buckets(job, int(job.scheduler.get("partition_size") or 6_500_000))
+    times = _bucket_times(job, buckets)
+    window = sum(times.forward) / max(mu or 1.0, 1.0)
+    alpha = _start_up(job)
+    if window > alpha:
+        room = max(window - alpha, sum(times.comm) / MAX_DEFT_BUCKETS)
+        times = _bucket_times(job, buckets.refine([c - alpha for c in times.comm], room))
+    return times
+
+
+def _deft_plan(job: Job) -> BucketProfile | None:
+    """The buckets and times DeFT solves from: the job's own when known, else those given as
+    ``scheduler.times``, else none (it measures them on the cluster)."""
+    from gradsync.sync.deft import BucketProfile
+
+    if job.bucket_plan is not None:
+        return job.bucket_plan
+    if job.scheduler.get("times"):
+        return BucketProfile.read(str(job.scheduler.times))
+    return None
 
 
 def _mu(job: Job) -> float:
@@ -181,6 +215,8 @@ def _mu(job: Job) -> float:
         return float(job.scheduler.mu)
     if "mu" in job.decisions:  # measured by the job itself
         return float(job.decisions["mu"])
+    if (plan := _deft_plan(job)) is not None:
+        return plan.mu
     if job.cluster.second_link_mu is not None:
         return job.cluster.second_link_mu
     second = job.cluster.second_link()
@@ -196,7 +232,7 @@ PlanRule = Callable[["Layers", "CostModel"], list[int]]
 def _merged(plan_of: PlanRule) -> Callable[[Job], Estimate]:
     def model(job: Job) -> Estimate:
         from gradsync.sync.costs import CostModel
-        from gradsync.sync.merge_plans import Layers, iteration_seconds
+        from gradsync.sync.merge_plans import Layers
 
         p, wire, cluster = job.profile, job.wire, job.cluster
         # OMGS's cost model in this job's terms: α the start-ups of one exchange, β per byte
@@ -213,10 +249,29 @@ def _merged(plan_of: PlanRule) -> Callable[[Job], Estimate]:
         )
         layers = Layers(backward=p.backward, sizes=p.sizes)
         plan = plan_of(layers, _planned_with(job, cost))
-        seconds = iteration_seconds(plan, layers, cost, sum(p.forward)) + p.update
+        after_compute = replace(cost, alpha=wire.transfer_seconds(cluster.idle(), 0))
+        seconds = sum(p.forward) + _exchanges_end(plan, layers, cost, after_compute) + p.update
         return Estimate(seconds)
 
     return model
+
+
+def _exchanges_end(plan: Plan, layers: Layers, computing: CostModel, idle: CostModel) -> float:
+    """When the last exchange of ``plan`` ends, from the start of backward: the timeline of
+    eqs. (5)–(8) with each exchange priced by when it starts, at ``computing``'s start-up
+    while the workers still compute (backward, selections), at ``idle``'s after. The two
+    differ on a shared host's oversubscribed cores; where they agree this is eq. (5)'s
+    ``τ_c[1] + t_c[1]``."""
+    from gradsync.sync.merge_plans import groups_of, timeline
+
+    times = timeline(plan, layers, computing)
+    compute_end = times[-1].select_start + times[-1].select
+    free = 0.0
+    for group, t in zip(groups_of(plan), times, strict=True):
+        elements = sum(layers.sizes[i] for i in group)
+        start = max(t.select_start + t.select, free)
+        free = start + (computing if start < compute_end else idle).comm_seconds(elements)
+    return free
 
 
 def _planned_with(job: Job, cost: CostModel) -> CostModel:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,8 +135,9 @@ class SharedHostDelays:
     every collective call pays a fixed cost (``calls``: seconds of a one-element
     ``all_reduce``, ``all_gather`` and ``broadcast`` made right after some computing;
     ``overlapped_calls``: the same made back to back from a communication thread while
-    training runs). Bandwidth is left to the formulas: one-element messages carry none, and
-    larger probes would fit in the shaper's burst."""
+    training runs; ``idle_calls``: back to back once no worker computes). Bandwidth is left
+    to the formulas: one-element messages carry none, and larger probes would fit in the
+    shaper's burst."""
 
     sync: float
     calls: dict[str, float]
@@ -146,6 +147,7 @@ class SharedHostDelays:
     links busy (``simulator.busy_links_key``)."""
     second_link_mu: float | None = None
     """How many times longer the second link takes to carry the same bytes, when there is one."""
+    idle_calls: dict[str, float] = field(default_factory=dict)
 
 
 def probe_links(cfg: DictConfig, workers: int) -> SharedHostDelays:

@@ -298,18 +298,22 @@ def deft(
     *,
     mu: float | None = None,
     capacity_scale: float = 1.0,
+    planned: BucketTimes | None = None,
 ) -> Prediction:
     """DeFT's two queues with the knapsack windows of the profiled times: sends of the gradient
     in flight start with the forward pass and the backward pass, a new gradient's buckets when
     they are ready; an iteration that applies an update waits for its last send. With ``mu``, a
     second link on which a bucket takes ``mu`` times as long carries the knapsacks' slow share.
     A bucket too long for every window goes alone, overrunning the backward pass (split such
-    buckets first, as DeFT does)."""
+    buckets first, as DeFT does). ``planned``: the times the knapsacks are solved from, when
+    the job solved them from its own measurements rather than from ``times`` (the same
+    buckets); the iterations are still timed with ``times``."""
+    solved_from = planned or times
     queues = DeftQueues(
-        comm=times.comm,
-        backward=times.backward,
-        forward_time=sum(times.forward),
-        backward_time=sum(times.backward),
+        comm=solved_from.comm,
+        backward=solved_from.backward,
+        forward_time=sum(solved_from.forward),
+        backward_time=sum(solved_from.backward),
         mu=mu,
         capacity_scale=capacity_scale,
     )

@@ -1,7 +1,8 @@
 """Profiling the composed job's model on this host (``projection/profile.py``): the per-tensor
 times and sizes line up with the model, warming up trains it, and the link probe runs real gloo
 workers and reports sane delays for calls after computing and calls made while computing, and
-what a Predictor measured is saved and reused without measuring again."""
+what a Predictor measured is saved and reused without measuring again, or with a run's own
+compute time in place of the modelled one."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_the_link_probe_times_real_collectives_and_saved_measurements_are_reused
 
     first = jobs.Predictor()
     cluster = first.on_this_host(mlp_job, jobs.cluster_for(mlp_job))  # probes the links
-    for calls in (cluster.call_s, cluster.overlapped_call_s):
+    for calls in (cluster.call_s, cluster.overlapped_call_s, cluster.idle_call_s):
         assert set(calls) == {"all_reduce", "all_gather", "broadcast"}
         assert all(0 < seconds < 0.5 for seconds in calls.values())
     assert 0 <= cluster.sync_s < 0.5
@@ -76,6 +77,18 @@ def test_the_link_probe_times_real_collectives_and_saved_measurements_are_reused
         guard.setattr(jobs, "profile_job", measured_again)
         guard.setattr(jobs, "probe_links", measured_again)
         assert second.estimate(mlp_job, scheduler="allreduce", compressor="none") == expected
+
+        # Trace-driven: a run's own compute replaces the modelled one (allreduce: compute,
+        # then the exchange). Given the modelled compute, the prediction is unchanged; given
+        # three times it, the iteration is at least the extra compute longer.
+        def traced(compute_s: float) -> float:
+            return second.estimate(
+                mlp_job, scheduler="allreduce", compressor="none", compute_s=compute_s
+            ).iteration
+
+        modelled = second.compute_seconds(mlp_job)
+        assert traced(modelled) == pytest.approx(expected.iteration)
+        assert traced(3 * modelled) - expected.iteration >= 2 * modelled * (1 - 1e-9)
     # A compressor not measured before: its wire format is recorded on a fresh gradient, the
     # loaded timings stay.
     (topk,) = compose_jobs(

@@ -4,6 +4,7 @@ TernGrad appendix B model, and the monotonicity SPECS §5.2 asks of it."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -109,6 +110,11 @@ def test_calls_made_while_computing_are_priced_apart():
     assert c.meeting() == c
     plain = Cluster(workers=4, bandwidth_bps=GBIT, call_s={"all_gather": 0.008})
     assert plain.overlapped() == plain  # nothing measured: the same prices
+    assert plain.idle() == plain
+    # Back to back once nobody computes: the idle price, with no meeting (all are waiting).
+    idle = replace(c, idle_call_s={"all_gather": 0.001}).overlapped().idle()
+    assert idle.all_gather(0) == pytest.approx(0.001)
+    assert idle.meeting().all_gather(0) == pytest.approx(0.001)
 
 
 @pytest.mark.parametrize(

@@ -241,6 +241,47 @@ def test_an_exchange_pays_its_first_call_as_a_meeting_and_the_rest_back_to_back(
     assert SPARSE.transfer_seconds(cluster, 1000) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("scheduler", ["lags", "mgs"])
+def test_merged_groups_exchanged_once_backward_is_over_pay_calls_on_idle_cores(scheduler):
+    busy = {"all_gather": 0.02}
+    computing = Cluster(workers=4, bandwidth_bps=1e9, call_s=busy, overlapped_call_s=busy)
+    idle_after = replace(computing, idle_call_s={"all_gather": 0.001})
+    cheap = Cluster(workers=4, bandwidth_bps=1e9, call_s={"all_gather": 0.001})
+    options = SCHEDULERS[scheduler]
+    seconds = [
+        predict(scheduler, _job(SPARSE, cluster, **options)).iteration
+        for cluster in (cheap, idle_after, computing)
+    ]
+    # The first group goes while backward runs (at the busy price), the last ones after.
+    assert seconds[0] < seconds[1] < seconds[2]
+    same = replace(computing, idle_call_s=busy)
+    assert predict(scheduler, _job(SPARSE, same, **options)).iteration == seconds[2]
+
+
+def test_deft_follows_the_buckets_and_times_the_job_solved_its_schedule_from(tmp_path):
+    from gradsync.sync.deft import BucketProfile
+
+    cluster = Cluster(workers=4, bandwidth_bps=1e8)  # its transfers outlast compute by far
+    job = _job(DENSE, cluster, partition_size=500_000)
+    assert predict("deft", job).updates_per_iteration < 1.0  # DeFT delays buckets
+    # The job measured transfers so short that everything fits its windows: it never delays
+    # (an update every iteration), and each iteration waits for the cluster's transfers.
+    fits = BucketProfile(
+        bounds=(0, 500_000, 1_000_000, PROFILE.numel),
+        forward=(0.01,) * 3,
+        backward=(0.01,) * 3,
+        comm=(1e-6,) * 3,
+        mu=1.65,
+    )
+    planned = predict("deft", replace(job, bucket_plan=fits))
+    assert planned.updates_per_iteration == 1.0
+    assert planned.iteration >= cluster.all_reduce(4 * PROFILE.numel)
+    path = tmp_path / "deft_profile.json"  # the same plan given as scheduler.times
+    fits.write(path)
+    given = _job(DENSE, cluster, partition_size=500_000, times=str(path))
+    assert predict("deft", given) == planned
+
+
 def test_deft_on_two_links_takes_the_measured_mu_over_the_rates_ratio():
     two = dict(partition_size=500_000, links=2)
     rates = Cluster(workers=4, bandwidth_bps=5e8, second_bandwidth_bps=2.5e8)  # ratio 2
@@ -308,3 +349,15 @@ def test_the_decisions_a_run_logged_are_read_from_its_first_record_with_all_of_t
     assert logged_decisions(records, "omgs") == {"gamma": 3e-7, "alpha": 0.03, "beta": 0.0}
     assert logged_decisions(records, "deft") == {}  # logged none
     assert logged_decisions(records, "wfbp") == {}  # decides nothing
+
+
+def test_a_deft_runs_own_bucket_plan_is_read_from_its_directory(tmp_path):
+    from gradsync.projection.planning import logged_bucket_plan
+    from gradsync.sync.deft import PROFILE_FILE, BucketProfile
+
+    assert logged_bucket_plan(tmp_path) is None  # not a DeFT run
+    plan = BucketProfile(
+        bounds=(0, 10, 20), forward=(0.1, 0.2), backward=(0.3, 0.4), comm=(0.5, 0.6), mu=1.7
+    )
+    plan.write(tmp_path / PROFILE_FILE)
+    assert logged_bucket_plan(tmp_path) == plan
