@@ -174,19 +174,29 @@ class Trainer:
         n = self.collective.world_size
         return {k: v / n for k, v in zip(keys, sums, strict=True)}
 
-    def _slowest_worker(self, key: str) -> float:
-        """Mean over the window's steps of the largest per-step value on any worker: the worker
-        everyone waits for (a CLT-k leader, DEFT's busiest bin)."""
-        per_step = self.window.series(key)
-        if not self.sync.workers_in_lockstep:
-            return sum(per_step) / len(per_step)  # this worker's own
-        maxima = self.collective.reduce_metrics(per_step, device=self.device, op="max")
-        return sum(maxima) / len(maxima)
+    def _slowest_worker(self, series: dict[str, list[float]]) -> dict[str, float]:
+        """For each named per-step series, the mean over the window's steps of its largest
+        per-step value on any worker: the worker everyone waits for (a CLT-k leader, DEFT's
+        busiest bin, the worker a shared host's cores served last). One collective for all."""
+        if not self.sync.workers_in_lockstep:  # this worker's own
+            return {name: sum(values) / len(values) for name, values in series.items()}
+        flat = [value for values in series.values() for value in values]
+        maxima = iter(self.collective.reduce_metrics(flat, device=self.device, op="max"))
+        return {
+            name: sum(next(maxima) for _ in values) / len(values) for name, values in series.items()
+        }
 
     def _log_window(self) -> str:
-        compress_max = self._slowest_worker("time/compress")
-        metrics = self._mean_over_workers(self.window.means())
-        metrics["time/compress_max"] = compress_max
+        window = self.window
+        passes = zip(window.series("time/forward"), window.series("time/backward"), strict=True)
+        slowest = self._slowest_worker(
+            {
+                "time/compress_max": window.series("time/compress"),
+                "time/compute_max": [forward + backward for forward, backward in passes],
+            }
+        )
+        metrics = self._mean_over_workers(window.means())
+        metrics.update(slowest)
         # A ratio of the window's totals, not a mean of per-step ratios.
         dense, sent = metrics.pop("comm/bytes_dense"), metrics["comm/bytes_sent"]
         if sent > 0:

@@ -59,6 +59,8 @@ def test_sparsified_training_reaches_about_dense_accuracy(sweep, name):
     assert sparse["comm/density_setup"] == pytest.approx(DENSITY)
     assert sparse["comm/error_norm"] > 0  # the residual holds what was not sent
     assert sparse["time/compress_max"] >= sparse["time/compress"]
+    compute = sparse["time/forward"] + sparse["time/backward"]
+    assert sparse["time/compute_max"] >= compute * (1 - 1e-9)  # the slowest worker's
 
 
 def test_deft_with_fewer_layers_than_workers(gradsync_cmd, cli_env, tmp_path):
