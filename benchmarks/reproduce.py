@@ -506,8 +506,7 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
     the runs left one; what is missing is measured now, and the file keeps it. What a scheduler
     decided from its own measurements in the run (OMGS's fit, DeFT's capacity scale:
     ``planning.DECISIONS``; DeFT's buckets and the times it solved its knapsacks from) is read
-    from the run's log and directory: on this host those decisions vary from
-    run to run."""
+    from the run's log and directory: on this host those decisions vary from run to run."""
     from gradsync.projection.jobs import Predictor
     from gradsync.projection.planning import logged_bucket_plan, logged_decisions
 
@@ -519,7 +518,6 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
     for run in find_runs([RESULTS / name / "runs"]):
         scheduler = str(run.setting("scheduler"))
         compute = sum(steady_mean(run, f"time/{k}", reproduction.skip_steps) for k in PASSES)
-
         estimate = functools.partial(
             predictor.estimate,
             run.config,
