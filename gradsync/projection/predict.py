@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from gradsync.sync.buckets import Buckets
     from gradsync.sync.costs import CostModel
     from gradsync.sync.deft import BucketProfile
-    from gradsync.sync.merge_plans import Layers, Plan
+    from gradsync.sync.merge_plans import Layers
     from gradsync.sync.simulator import BucketTimes, Prediction
 
 MIB = 2**20
@@ -232,7 +232,7 @@ PlanRule = Callable[["Layers", "CostModel"], list[int]]
 def _merged(plan_of: PlanRule) -> Callable[[Job], Estimate]:
     def model(job: Job) -> Estimate:
         from gradsync.sync.costs import CostModel
-        from gradsync.sync.merge_plans import Layers
+        from gradsync.sync.merge_plans import Layers, iteration_seconds
 
         p, wire, cluster = job.profile, job.wire, job.cluster
         # OMGS's cost model in this job's terms: α the start-ups of one exchange, β per byte
@@ -250,28 +250,10 @@ def _merged(plan_of: PlanRule) -> Callable[[Job], Estimate]:
         layers = Layers(backward=p.backward, sizes=p.sizes)
         plan = plan_of(layers, _planned_with(job, cost))
         after_compute = replace(cost, alpha=wire.transfer_seconds(cluster.idle(), 0))
-        seconds = sum(p.forward) + _exchanges_end(plan, layers, cost, after_compute) + p.update
+        seconds = iteration_seconds(plan, layers, cost, sum(p.forward), after_compute) + p.update
         return Estimate(seconds)
 
     return model
-
-
-def _exchanges_end(plan: Plan, layers: Layers, computing: CostModel, idle: CostModel) -> float:
-    """When the last exchange of ``plan`` ends, from the start of backward: the timeline of
-    eqs. (5)–(8) with each exchange priced by when it starts, at ``computing``'s start-up
-    while the workers still compute (backward, selections), at ``idle``'s after. The two
-    differ on a shared host's oversubscribed cores; where they agree this is eq. (5)'s
-    ``τ_c[1] + t_c[1]``."""
-    from gradsync.sync.merge_plans import groups_of, timeline
-
-    times = timeline(plan, layers, computing)
-    compute_end = times[-1].select_start + times[-1].select
-    free = 0.0
-    for group, t in zip(groups_of(plan), times, strict=True):
-        elements = sum(layers.sizes[i] for i in group)
-        start = max(t.select_start + t.select, free)
-        free = start + (computing if start < compute_end else idle).comm_seconds(elements)
-    return free
 
 
 def _planned_with(job: Job, cost: CostModel) -> CostModel:

@@ -11,6 +11,7 @@ pure: (per-layer backward times, sizes, cost model) in, plan or times out.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,29 +58,45 @@ def check_plan(plan: Plan, layers: int) -> None:
         raise ValueError(f"plan {plan} does not split {layers} layers into contiguous groups")
 
 
-def timeline(plan: Plan, layers: Layers, cost: CostModel) -> list[GroupTimes]:
+def timeline(
+    plan: Plan, layers: Layers, cost: CostModel, after: CostModel | None = None
+) -> list[GroupTimes]:
     """Eqs. (5)–(8) for merged layers: a group's layers run backward back to back, its
     selection follows on the compute stream, and its exchange starts when both the selection
-    and the previous exchange have finished."""
+    and the previous exchange have finished. ``after``: the costs of an exchange that starts
+    once the compute stream has finished, when they differ from ``cost``'s (calls on idle
+    cores of a shared host)."""
     check_plan(plan, len(layers))
+    groups = groups_of(plan)
+    elements = [sum(layers.sizes[i] for i in group) for group in groups]
+    compute_end = math.inf  # without ``after``, every exchange is priced by ``cost``
+    if after is not None:
+        compute_end = sum(layers.backward) + sum(cost.select_seconds(d) for d in elements)
     compute = comm_free = 0.0
     times = []
-    for group in groups_of(plan):
-        d = sum(layers.sizes[i] for i in group)
+    for group, d in zip(groups, elements, strict=True):
         start = compute
         ready = start + sum(layers.backward[i] for i in group)
         select = cost.select_seconds(d)
         compute = ready + select
         comm_start = max(compute, comm_free)
-        comm = cost.comm_seconds(d)
+        priced = after if comm_start >= compute_end else cost
+        comm = priced.comm_seconds(d)
         comm_free = comm_start + comm
         times.append(GroupTimes(start, ready, select, comm_start, comm))
     return times
 
 
-def iteration_seconds(plan: Plan, layers: Layers, cost: CostModel, forward: float = 0.0) -> float:
-    """``t_iter = t_f + τ_c[1] + t_c[1]``: the end of the last exchange."""
-    last = timeline(plan, layers, cost)[-1]
+def iteration_seconds(
+    plan: Plan,
+    layers: Layers,
+    cost: CostModel,
+    forward: float = 0.0,
+    after: CostModel | None = None,
+) -> float:
+    """``t_iter = t_f + τ_c[1] + t_c[1]``: the end of the last exchange (``after`` as in
+    ``timeline``)."""
+    last = timeline(plan, layers, cost, after)[-1]
     return forward + last.comm_start + last.comm
 
 
