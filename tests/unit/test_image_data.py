@@ -213,3 +213,21 @@ def test_synthetic_tokens_are_shifted_sequences():
     assert torch.equal(
         inputs, Synthetic(kind="tokens", seq_len=12, vocab_size=30).load().train[3][0]
     )
+
+
+def test_digits_are_scikit_learns_images_split_and_standardized():
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    data = load("digits")
+    assert len(data.test) == round(0.2 * len(bunch.target))
+    train = data.train.tensors[0]
+    assert train.mean().abs() < 1e-5 and (train.std() - 1).abs() < 1e-5
+    # Undo the standardization (pixels run 0..16, both ends occur) and compare, row by row
+    # with its label, to what scikit-learn loads.
+    images = torch.cat([train, data.test.tensors[0]]).flatten(1)
+    pixels = ((images - images.min()) / (images.max() - images.min()) * 16).round()
+    labels = torch.cat([data.train.tensors[1], data.test.tensors[1]])
+    ours = sorted(map(tuple, torch.cat([pixels, labels[:, None]], 1).tolist()))
+    theirs = np.concatenate([bunch.data, bunch.target[:, None]], 1)
+    assert ours == sorted(map(tuple, theirs.astype(float).tolist()))
