@@ -36,7 +36,7 @@ class NetemRunner(LocalRunner):
         colocated: int = 0,
         bandwidth: str = "1gbit",
         second_bandwidth: str | None = None,
-        burst: str = "256kb",
+        burst: str | None = None,
         queue_ms: int = 50,
         grace_period_s: float = 3.0,
     ) -> None:

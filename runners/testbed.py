@@ -6,7 +6,12 @@ the other end sits in the bridge's own namespace, so the host's namespace is nev
 With a second rate, every worker also gets ``eth1`` on a second bridge and /24 (two NICs per
 host, as schedulers that drive two links at once expect), shaped at that rate.
 Both ends of every veth get a token-bucket filter at the chosen rate, so a worker's uplink and
-downlink are each capped, as on a switched network. Everything is removed on exit, also after
+downlink are each capped, as on a switched network. The bucket holds what the link carries in
+``BURST_S`` unless a burst is given: a real link has no bucket, and one the size of a whole
+message lets it leave at the host's speed (measured at 100 Mbit/s, 2 workers, a 50 ms pause
+before each all_reduce: with a 256 kB bucket, 86 kB took 0.6 ms and 256 kB 4.3 ms, against
+6.9 and 20.5 ms at the rate; with 25 kB, 5.9 and 20.8 ms). Much smaller buckets slow the
+link below its rate (4 kB: 11.6 and 25.9 ms). Everything is removed on exit, also after
 an error or Ctrl-C. Needs root and iproute2.
 
 The kernel here has no ``netem`` qdisc, so only the rate is shaped (no added delay or loss).
@@ -24,6 +29,8 @@ INTERFACE = "eth0"
 SECOND_INTERFACE = "eth1"
 _RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)$")
 _MBIT_PER_UNIT = {"bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}
+BURST_S = 0.002
+MIN_BURST_BYTES = 2 * 1514  # two full Ethernet frames
 
 
 def rate_mbit(rate: str, *, name: str = "bandwidth") -> float:
@@ -35,6 +42,12 @@ def rate_mbit(rate: str, *, name: str = "bandwidth") -> float:
             f"{name} {rate!r} is not a rate like 100mbit or 1gbit (units: bit, kbit, mbit, gbit)"
         )
     return float(match.group(1)) * _MBIT_PER_UNIT[match.group(2)]
+
+
+def default_burst(rate: str) -> str:
+    """The token bucket of a link of ``rate``, in bytes as ``tc`` reads them: what the link
+    carries in ``BURST_S``, at least two full frames."""
+    return str(max(MIN_BURST_BYTES, round(rate_mbit(rate) * 1e6 / 8 * BURST_S)))
 
 
 def missing_requirement() -> str | None:
@@ -61,7 +74,7 @@ class ShapedNetwork:
         workers: int,
         rate: str,
         second_rate: str | None = None,
-        burst: str = "256kb",
+        burst: str | None = None,
         queue_ms: int = 50,
     ) -> None:
         rate_mbit(rate)  # fail early on a malformed rate
@@ -138,9 +151,10 @@ class ShapedNetwork:
         self._shape(self.bridge_ns, bridge_end, rate)
 
     def _shape(self, ns: str, device: str, rate: str) -> None:
+        burst = self.burst or default_burst(rate)
         self._in(
             ns, "tc", "qdisc", "add", "dev", device, "root", "tbf",
-            "rate", rate, "burst", self.burst, "latency", f"{self.queue_ms}ms",
+            "rate", rate, "burst", burst, "latency", f"{self.queue_ms}ms",
         )  # fmt: skip
 
     def _add_namespace(self, ns: str) -> None:

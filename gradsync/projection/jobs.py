@@ -176,16 +176,17 @@ class Predictor:
         running its planning steps here. ``bucket_plan``: DeFT's buckets and the times it
         solved its schedule from in the job (``planning.logged_bucket_plan``), when known.
 
-        ``compute_s``: the forward + backward an iteration of the predicted run took, for a
-        trace-driven prediction (the DeFT and OMGS papers' simulators take their layers' times
-        from the training job itself): the profile is scaled to it, instead of slowed by the
-        model of the workers' sharing of the cores, and busy links slow it no further (the
-        run's own compute includes that)."""
+        ``compute_s``: the slowest worker's forward + backward per iteration of the predicted
+        run (``time/compute_max``), for a trace-driven prediction (the DeFT and OMGS papers'
+        simulators take their layers' times from the training job itself): the profile is
+        scaled to it, instead of slowed by the model of the workers' sharing of the cores.
+        Busy links slow it no further and no wait for the slowest worker is added: the run's
+        own compute includes both, and every exchange waits for the slowest worker."""
         cluster = self.on_this_host(cfg, cluster or cluster_for(cfg))
         slower = self._slower(cluster)
         if compute_s is not None:
             slower = compute_s / self.compute_seconds(cfg, cluster) * slower
-            cluster = replace(cluster, busy_link_slowdown={})
+            cluster = replace(cluster, busy_link_slowdown={}, sync_s=0.0)
         job = Job(
             profile=self.profiled(cfg).profile.scaled(slower),
             cluster=cluster,

@@ -188,7 +188,7 @@ def _probe_launch(
         ShapedNetwork(
             workers=workers,
             rate=str(cfg.runner.bandwidth),
-            burst=str(cfg.runner.get("burst", "256kb")),
+            burst=cfg.runner.get("burst"),
             queue_ms=int(cfg.runner.get("queue_ms", 50)),
             second_rate=cfg.runner.get("second_bandwidth"),
         )

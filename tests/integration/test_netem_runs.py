@@ -161,37 +161,10 @@ def test_a_group_forked_onto_the_second_link_runs_at_its_rate():
         assert envs[0]["GRADSYNC_SECOND_IFNAME"] == "eth1"
         assert envs[0]["GRADSYNC_SECOND_LINK_MBIT"] == "50"
         assert envs[0]["GRADSYNC_LINK_MBIT"] == "1000"
-        code = "from tests.integration.test_netem_runs import two_link_worker; two_link_worker()"
-        procs = [
-            subprocess.Popen(
-                network.command(rank, [sys.executable, "-c", code]),
-                cwd=REPO,
-                env={
-                    **os.environ,
-                    **envs[rank],
-                    "RANK": str(rank),
-                    "WORLD_SIZE": "2",
-                    "MASTER_PORT": "29500",  # a fresh namespace: nothing else listens there
-                },
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for rank in range(2)
-        ]
-        try:
-            outputs = [proc.communicate(timeout=60) for proc in procs]
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        for proc, (_, stderr) in zip(procs, outputs, strict=True):
-            assert proc.returncode == 0, stderr
+        outputs = _run_in(network, "two_link_worker")
     assert not _owned(network)  # torn down with everything else
 
-    for stdout, _ in outputs:
-        report = json.loads(stdout.strip().splitlines()[-1])
+    for report in outputs:
         assert report["ifname_after_fork"] == "eth0"  # restored for later groups
         seconds = {name: statistics.median(times) for name, times in report["seconds"].items()}
         # 4 MB per rank per all-reduce of two: ~34 ms at 1 Gbit/s, ~0.67 s at 50 Mbit/s.
@@ -202,6 +175,76 @@ def test_a_group_forked_onto_the_second_link_runs_at_its_rate():
         assert sent["forked"]["eth0"] < 0.05 * carried, sent
         assert sent["default"]["eth0"] > 0.9 * carried, sent
         assert sent["default"]["eth1"] < 0.05 * carried, sent
+
+
+def _run_in(network: ShapedNetwork, worker: str) -> list[dict]:
+    """Run this module's ``worker`` function as every rank of ``network``, each in its own
+    namespace; what each printed last, as JSON."""
+    code = f"from tests.integration.test_netem_runs import {worker}; {worker}()"
+    procs = [
+        subprocess.Popen(
+            network.command(rank, [sys.executable, "-c", code]),
+            cwd=REPO,
+            env={
+                **os.environ,
+                **worker_env(network, rank),
+                "RANK": str(rank),
+                "WORLD_SIZE": str(network.workers),
+                "MASTER_PORT": "29500",  # a fresh namespace: nothing else listens there
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(network.workers)
+    ]
+    try:
+        outputs = [proc.communicate(timeout=60) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for proc, (_, stderr) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, stderr
+    return [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in outputs]
+
+
+# ---- the token bucket: messages take their bytes over the rate ---------------------------------
+BUCKET_PROBE_BYTES = 256_000
+
+
+def paused_all_reduce_worker() -> None:
+    """One rank: all_reduces of BUCKET_PROBE_BYTES, each after a pause that refills the
+    shaper's bucket (as between iterations); prints their median seconds as JSON."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    buf, times = torch.zeros(BUCKET_PROBE_BYTES // 4), []
+    for _ in range(5):
+        dist.barrier()
+        time.sleep(0.05)
+        dist.barrier()
+        start = time.perf_counter()
+        dist.all_reduce(buf)
+        times.append(time.perf_counter() - start)
+    dist.destroy_process_group()
+    print(json.dumps({"seconds": statistics.median(times)}))
+
+
+def test_the_default_bucket_makes_a_paused_message_take_its_bytes_over_the_rate():
+    at_rate = BUCKET_PROBE_BYTES * 8 / 100e6  # two ranks: each sends the whole buffer
+    seconds = {}
+    for burst in (None, "256kb"):
+        with ShapedNetwork(workers=2, rate="100mbit", burst=burst) as network:
+            seconds[burst] = max(
+                report["seconds"] for report in _run_in(network, "paused_all_reduce_worker")
+            )
+    assert seconds[None] > 0.8 * at_rate, seconds
+    # A bucket of the message's size lets most of it leave at the host's speed.
+    assert seconds["256kb"] < 0.6 * seconds[None], seconds
 
 
 def test_a_second_link_is_torn_down_after_an_error():

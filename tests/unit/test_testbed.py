@@ -10,7 +10,7 @@ from gradsync.comm.solo import SoloCollective
 from gradsync.config.compose import ConfigError, compose_jobs
 from runners import testbed
 from runners.netem import worker_env
-from runners.testbed import ShapedNetwork, rate_mbit
+from runners.testbed import MIN_BURST_BYTES, ShapedNetwork, default_burst, rate_mbit
 from tests.helpers.dist import run_world
 
 
@@ -19,6 +19,13 @@ from tests.helpers.dist import run_world
 )
 def test_rates_read_as_tc_writes_them(rate, mbit):
     assert rate_mbit(rate) == mbit
+
+
+@pytest.mark.parametrize(
+    ("rate", "burst"), [("100mbit", "25000"), ("1gbit", "250000"), ("1mbit", str(MIN_BURST_BYTES))]
+)
+def test_the_default_bucket_holds_two_milliseconds_of_the_link_or_two_frames(rate, burst):
+    assert default_burst(rate) == burst
 
 
 @pytest.mark.parametrize("rate", ["fast", "100", "100mbps", "1 gbit", ""])

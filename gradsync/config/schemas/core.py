@@ -150,8 +150,10 @@ class NetemRunnerConfig(LocalRunnerConfig):
     """If set, every worker also gets a second link, eth1 on a bridge and subnet of its own, at
     this rate (two NICs per host, as DeFT drives them); workers find it in the environment
     (GRADSYNC_SECOND_IFNAME, GRADSYNC_SECOND_LINK_MBIT)."""
-    burst: str = "256kb"
-    """Token-bucket burst: how much may leave at line rate before the cap applies."""
+    burst: str | None = None
+    """Token-bucket burst: how much may leave at the host's speed before the rate applies (tc
+    sizes: 25000, 64kb). Default: what the link carries in 2 ms, so every message takes its
+    bytes over the rate, as on a real link."""
     queue_ms: int = 50
     """Longest a packet may wait in the shaper's queue before it is dropped."""
 
