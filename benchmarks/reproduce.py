@@ -518,6 +518,7 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
     for run in find_runs([RESULTS / name / "runs"]):
         scheduler = str(run.setting("scheduler"))
         compute = steady_mean(run, SLOWEST_COMPUTE, reproduction.skip_steps)
+        mean_compute = sum(steady_mean(run, f"time/{k}", reproduction.skip_steps) for k in PASSES)
         estimate = functools.partial(
             predictor.estimate,
             run.config,
@@ -532,7 +533,7 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
                 reproduction=name,
                 run=run,
                 measured=steady_iteration(run, reproduction.skip_steps),
-                traced=estimate(compute_s=compute),
+                traced=estimate(compute_s=compute, mean_compute_s=mean_compute),
                 modelled=modelled,
                 compute=compute,
                 modelled_compute=_compute_of(modelled, predictor.compute_seconds(run.config)),
@@ -600,6 +601,7 @@ def _within(errors: list[float]) -> int:
 
 # Per step, the forward + backward of the worker the others waited for, averaged.
 SLOWEST_COMPUTE = "time/compute_max"
+PASSES = ("forward", "backward")  # the mean worker's, logged
 
 
 def _compute_of(estimate: Estimate, unslowed: float) -> float:

@@ -172,19 +172,19 @@ class Cluster:
         return start + hops * nbytes * 8 / self.payload_bps
 
     def push_pull(self, push_bytes: float, pull_bytes: float) -> float:
-        """One synchronous parameter-server round in the steady state: every worker pushes,
-        then pulls. A server's link is full duplex: while it sends a round's pulls, the
-        workers it has served push the next round's gradients, so a round costs the busier
-        direction for every worker plus the other direction for one."""
-        busier = self.servers_busy(push_bytes, pull_bytes)
-        other = min(push_bytes, pull_bytes) / self.servers * 8 / self.payload_bps
-        return 2 * self.latency_s + busier + other
+        """One synchronous parameter-server round: every worker pushes, then pulls."""
+        return 2 * self.latency_s + self.servers_busy(push_bytes, pull_bytes)
 
     def servers_busy(self, push_bytes: float, pull_bytes: float) -> float:
         """Seconds each server's link needs per round for everyone's traffic (incast): the
-        least an asynchronous round can take."""
+        least an asynchronous round can take. The link shares itself fairly among the flows
+        on it (TCP), so the pushes of workers that start together end together, and so do the
+        pulls the server then sends to all of them at once: the two directions take turns
+        instead of overlapping, and workers that stay in step keep taking turns. (Measured
+        under runner=netem, 4 workers and a server at 20 Mbit/s: 501 ms per BSP round and 464
+        ms per ASP one, against 513 ms for both directions in turn and 256 ms for one.)"""
         per_server = self.workers / self.servers
-        return per_server * max(push_bytes, pull_bytes) * 8 / self.payload_bps
+        return per_server * (push_bytes + pull_bytes) * 8 / self.payload_bps
 
     def own_push_pull(self, push_bytes: float, pull_bytes: float) -> float:
         """One worker's push and pull when the server's link is free (asynchronous servers)."""

@@ -169,6 +169,7 @@ class Predictor:
         cluster: Cluster | None = None,
         decisions: Mapping[str, float] | None = None,
         compute_s: float | None = None,
+        mean_compute_s: float | None = None,
         bucket_plan: BucketProfile | None = None,
     ) -> Estimate:
         """``decisions``: what the job decided from its own measurements, when known (a run's
@@ -181,7 +182,9 @@ class Predictor:
         simulators take their layers' times from the training job itself): the profile is
         scaled to it, instead of slowed by the model of the workers' sharing of the cores.
         Busy links slow it no further and no wait for the slowest worker is added: the run's
-        own compute includes both, and every exchange waits for the slowest worker."""
+        own compute includes both, and every exchange waits for the slowest worker.
+        ``mean_compute_s``: the same of the mean worker (``time/forward`` + ``time/backward``):
+        once it has finished, the cores are mostly idle, and calls are priced so."""
         cluster = self.on_this_host(cfg, cluster or cluster_for(cfg))
         slower = self._slower(cluster)
         if compute_s is not None:
@@ -194,6 +197,9 @@ class Predictor:
             scheduler=cfg.scheduler,
             decisions=self.planning_fit(cfg, scheduler) if decisions is None else decisions,
             bucket_plan=bucket_plan,
+            cores_busy_share=min(1.0, mean_compute_s / compute_s)
+            if compute_s and mean_compute_s
+            else 1.0,
         )
         return predict(scheduler, job)
 

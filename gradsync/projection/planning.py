@@ -3,11 +3,12 @@ with on this host's shaped links, taken by running the job's planning steps for 
 
 Such a job fits α, β and γ to the exchanges and selections of its first ``profile_steps``
 steps. On a shared host under ``runner=netem`` that fit is far from what the exchanges cost
-once it plans: each tensor's small exchange passes within the shaper's burst, so β comes out
-near zero, and α takes in the cores' sharing. (Measured for ResNet-18 on 4 workers at
-100 Mbit/s: α 35 ms, β 0, against about 16 ms per group and 2.4e-7 s/B seen in the runs.) The
-plan follows the fit, so a prediction of the job plans with the same fit and prices the plan
-with the cluster's costs.
+once it plans: α takes in the cores' sharing while four workers compute, and with a shaper
+whose bucket holds whole messages (``runner.burst=256kb``) β comes out near zero. (Measured
+for ResNet-18 on 4 workers at 100 Mbit/s: α 27–30 ms and β 2–3e-7 s/B with the default
+bucket, where the runs paid about 17 ms per exchange on idle cores; α 35 ms and β 0 with a
+256 kB one.) The plan follows the fit, so a prediction of the job plans with the same fit and
+prices the plan with the cluster's costs.
 """
 
 from __future__ import annotations

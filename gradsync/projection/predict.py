@@ -11,7 +11,8 @@ Each scheduler has one model here, chosen by name (the same names as ``scheduler
   all-gather on the cluster; on a shared host, an exchange that starts once the workers have
   stopped computing pays the start-ups of calls on idle cores (``Cluster.idle``).
 * ``ps_bsp``: compute, then every worker pushes its (compressed) gradient and pulls dense
-  parameters through the servers' full-duplex links (incast; ``Cluster.push_pull``).
+  parameters through the servers' links (incast, pushes and pulls in turn:
+  ``Cluster.push_pull``).
 * ``asp``, ``ssp``: no barrier, so an iteration takes the longer of one worker's own compute +
   push + pull and the servers' links carrying everyone's traffic once.
 * ``osp``: ps_bsp for the important layers; the unimportant ones travel behind the next
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
     from gradsync.sync.merge_plans import Layers
     from gradsync.sync.simulator import BucketTimes, Prediction
 
-MIB = 2**20
 SIMULATED_ITERATIONS = 30
 MAX_DEFT_BUCKETS = 256  # splitting further only slows the knapsacks down
 DEFAULT_MU = 1.65  # the DeFT paper's slow-link factor, when the cluster has no second link
@@ -73,6 +73,10 @@ class Job:
     """DeFT's buckets and the times it solved its knapsacks from, measured inside the job (its
     run's ``deft_profile.json``), when known: the schedule follows them, its time the
     cluster's costs. ``scheduler.times`` gives them too."""
+    cores_busy_share: float = 1.0
+    """The share of the compute stream during which the host's cores are busy: below 1 when
+    the stream is the slowest worker's (a trace-driven prediction) and the others finished
+    earlier. Exchanges made after it are priced as on idle cores (``Cluster.idle``)."""
 
 
 @dataclass(frozen=True)
@@ -130,10 +134,18 @@ def _allreduce(job: Job) -> Estimate:
 
 
 def _wfbp(job: Job) -> Estimate:
+    from gradsync.sync.buckets import Buckets
     from gradsync.sync.simulator import wfbp
+    from gradsync.sync.wfbp import BucketPlanner
 
-    elements = float(job.scheduler.get("bucket_mb", 25.0)) * MIB / job.profile.element_bytes
-    times = _bucket_times(job, _buckets(job, elements))
+    # DDP's buckets, as the scheduler forms them: whole tensors, the first one small.
+    planner = BucketPlanner(
+        float(job.scheduler.get("bucket_mb", 25.0)),
+        float(job.scheduler.get("first_bucket_mb", 1.0)),
+    )
+    sizes = job.profile.sizes
+    plan = planner.groups(sizes, job.profile.element_bytes)
+    times = _bucket_times(job, Buckets.of_groups(sizes, plan))
     prediction = _simulated(job, functools.partial(wfbp, iterations=SIMULATED_ITERATIONS), times)
     return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
 
@@ -250,7 +262,10 @@ def _merged(plan_of: PlanRule) -> Callable[[Job], Estimate]:
         layers = Layers(backward=p.backward, sizes=p.sizes)
         plan = plan_of(layers, _planned_with(job, cost))
         after_compute = replace(cost, alpha=wire.transfer_seconds(cluster.idle(), 0))
-        seconds = iteration_seconds(plan, layers, cost, sum(p.forward), after_compute) + p.update
+        seconds = iteration_seconds(
+            plan, layers, cost, sum(p.forward), after_compute, job.cores_busy_share
+        )
+        seconds += p.update
         return Estimate(seconds)
 
     return model

@@ -136,8 +136,7 @@ class SharedHostDelays:
     ``all_reduce``, ``all_gather`` and ``broadcast`` made right after some computing;
     ``overlapped_calls``: the same made back to back from a communication thread while
     training runs; ``idle_calls``: back to back once no worker computes). Bandwidth is left
-    to the formulas: one-element messages carry none, and larger probes would fit in the
-    shaper's burst."""
+    to the formulas: one-element messages carry none."""
 
     sync: float
     calls: dict[str, float]

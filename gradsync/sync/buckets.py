@@ -45,6 +45,12 @@ class Buckets:
             bounds.append(start)
         return cls(tuple(bounds))
 
+    @classmethod
+    def of_groups(cls, sizes: Sequence[int], plan: Sequence[int]) -> Buckets:
+        """A bucket per group of whole tensors: ``plan[g]`` tensors (in backward order) each."""
+        ends = itertools.accumulate(plan)
+        return cls((0, *(sum(sizes[:end]) for end in ends)))
+
     def __len__(self) -> int:
         return len(self.bounds) - 1
 

@@ -59,19 +59,25 @@ def check_plan(plan: Plan, layers: int) -> None:
 
 
 def timeline(
-    plan: Plan, layers: Layers, cost: CostModel, after: CostModel | None = None
+    plan: Plan,
+    layers: Layers,
+    cost: CostModel,
+    after: CostModel | None = None,
+    after_share: float = 1.0,
 ) -> list[GroupTimes]:
     """Eqs. (5)–(8) for merged layers: a group's layers run backward back to back, its
     selection follows on the compute stream, and its exchange starts when both the selection
     and the previous exchange have finished. ``after``: the costs of an exchange that starts
     once the compute stream has finished, when they differ from ``cost``'s (calls on idle
-    cores of a shared host)."""
+    cores of a shared host); with ``after_share`` < 1, once that share of it has (the
+    stream is the slowest worker's, and the cores fall idle when the others finish)."""
     check_plan(plan, len(layers))
     groups = groups_of(plan)
     elements = [sum(layers.sizes[i] for i in group) for group in groups]
     compute_end = math.inf  # without ``after``, every exchange is priced by ``cost``
     if after is not None:
-        compute_end = sum(layers.backward) + sum(cost.select_seconds(d) for d in elements)
+        busy = sum(layers.backward) + sum(cost.select_seconds(d) for d in elements)
+        compute_end = after_share * busy
     compute = comm_free = 0.0
     times = []
     for group, d in zip(groups, elements, strict=True):
@@ -93,10 +99,11 @@ def iteration_seconds(
     cost: CostModel,
     forward: float = 0.0,
     after: CostModel | None = None,
+    after_share: float = 1.0,
 ) -> float:
-    """``t_iter = t_f + τ_c[1] + t_c[1]``: the end of the last exchange (``after`` as in
-    ``timeline``)."""
-    last = timeline(plan, layers, cost, after)[-1]
+    """``t_iter = t_f + τ_c[1] + t_c[1]``: the end of the last exchange (``after`` and
+    ``after_share`` as in ``timeline``)."""
+    last = timeline(plan, layers, cost, after, after_share)[-1]
     return forward + last.comm_start + last.comm
 
 

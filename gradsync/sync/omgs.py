@@ -75,9 +75,9 @@ class OmgsPlanner:
             sent, exchanging = [b for b, _ in job.exchanges], [t for _, t in job.exchanges]
             local = [fit_gamma(sizes, selecting, job.density), *fit_alpha_beta(sent, exchanging)]
             if local[2] <= 0.0:
-                # Bytes for free: every profiled exchange passed within the link's burst (a
-                # token-bucket shaper's), or noise hid the bytes. Planned on, it drives
-                # merging by start-ups alone; the microbenchmarks send sizes past any burst.
+                # Bytes for free: every profiled exchange passed within a token-bucket
+                # shaper's burst, or noise hid the bytes. Planned on, it drives merging by
+                # start-ups alone; the microbenchmarks send sizes past any burst.
                 raise ValueError("the exchanges' fit has no cost per byte")
             failed = 0.0
         except ValueError:  # too few, too uniform, or byte-blind samples on this worker

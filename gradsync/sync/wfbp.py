@@ -6,6 +6,7 @@ compressors whose payloads add up (none, fp16, bf16, randomk)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gradsync.sync.merge_plans import Plan, threshold_groups
@@ -25,10 +26,14 @@ class BucketPlanner:
         self.first_bucket_mb = first_bucket_mb
 
     def plan(self, job: Measurements) -> tuple[Plan, dict[str, float]]:
-        first = threshold_groups(job.sizes, _elements(self.first_bucket_mb, job.element_size))
-        rest = job.sizes[first[0] :]
-        later = threshold_groups(rest, _elements(self.bucket_mb, job.element_size)) if rest else ()
-        return (first[0], *later), {}
+        return self.groups(job.sizes, job.element_size), {}
+
+    def groups(self, sizes: Sequence[int], element_size: int) -> Plan:
+        """Tensors (in backward order) per bucket."""
+        first = threshold_groups(sizes, _elements(self.first_bucket_mb, element_size))
+        rest = sizes[first[0] :]
+        later = threshold_groups(rest, _elements(self.bucket_mb, element_size)) if rest else ()
+        return (first[0], *later)
 
 
 def _elements(megabytes: float, element_size: int) -> int:

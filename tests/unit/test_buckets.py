@@ -64,3 +64,9 @@ def test_forward_timer_gives_each_tensor_its_modules_own_share_of_the_forward_pa
     timer.remove()
     model(torch.randn(4, 256))
     assert timer.take(1.0) == pytest.approx([1.0 * p.numel() / 66_306 for p in params])
+
+
+def test_of_groups_closes_a_bucket_at_each_group_of_whole_tensors():
+    sizes = [5, 3, 7, 1]
+    assert Buckets.of_groups(sizes, (1, 2, 1)).bounds == (0, 5, 15, 16)
+    assert Buckets.of_groups(sizes, (4,)).bounds == (0, 16)

@@ -162,3 +162,18 @@ def test_least_squares_recover_the_cost_model():
     assert alpha == pytest.approx(2e-4, rel=0.1) and beta == pytest.approx(8e-9, rel=0.01)
     with pytest.raises(ValueError, match="two different sizes"):
         fit_alpha_beta([1e3, 1e3], [1.0, 2.0])
+
+
+def test_exchanges_after_the_busy_share_of_the_compute_stream_get_the_idle_price():
+    # LAGS on three layers: a cheaper start-up once the cores are idle. With the whole stream
+    # busy only the exchanges after it get it; with none of it, every one does (as if ``cost``
+    # were the idle price); a share between lies between.
+    cost, idle = _cost(alpha=0.05), _cost(alpha=0.01)
+    plan = no_merge(THREE)
+
+    def seconds(share: float) -> float:
+        return iteration_seconds(plan, THREE, cost, after=idle, after_share=share)
+
+    assert seconds(1.0) == pytest.approx(iteration_seconds(plan, THREE, cost, after=idle))
+    assert seconds(0.0) == pytest.approx(iteration_seconds(plan, THREE, idle))
+    assert seconds(0.0) < seconds(0.5) <= seconds(1.0) < iteration_seconds(plan, THREE, cost)

@@ -66,11 +66,11 @@ def test_all_gather_sends_every_payload_and_tree_saves_start_ups():
 def test_parameter_servers_carry_every_workers_traffic():
     one = Cluster(workers=8, bandwidth_bps=GBIT, latency_s=0.0)
     two = Cluster(workers=8, bandwidth_bps=GBIT, latency_s=0.0, servers=2)
-    # Full duplex: every worker's push in one direction, one pull not overlapped.
-    assert one.push_pull(M, M) == pytest.approx((8 + 1) * M * 8 / PAYLOAD_BPS)
-    assert one.push_pull(M, M / 4) == pytest.approx((8 + 0.25) * M * 8 / PAYLOAD_BPS)
+    # Fair sharing: all pushes through the server's link, then all pulls.
+    assert one.push_pull(M, M) == pytest.approx(8 * 2 * M * 8 / PAYLOAD_BPS)
+    assert one.push_pull(M, M / 4) == pytest.approx(8 * 1.25 * M * 8 / PAYLOAD_BPS)
     assert two.push_pull(M, M) == pytest.approx(one.push_pull(M, M) / 2)
-    assert one.servers_busy(M, M / 4) == pytest.approx(8 * M * 8 / PAYLOAD_BPS)
+    assert one.servers_busy(M, M / 4) == pytest.approx(8 * 1.25 * M * 8 / PAYLOAD_BPS)
     assert one.own_push_pull(M, M) == pytest.approx(2 * M * 8 / PAYLOAD_BPS)
 
 

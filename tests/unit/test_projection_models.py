@@ -185,6 +185,24 @@ def test_overlapping_never_loses_to_the_flat_all_reduce_nor_beats_its_bounds(rat
         assert t >= max(PROFILE.compute, comm) * (1 - 1e-9), scheduler
 
 
+def test_wfbp_exchanges_the_buckets_its_scheduler_forms_the_first_one_small():
+    from gradsync.sync.wfbp import BucketPlanner
+
+    cluster = Cluster(workers=8, bandwidth_bps=1e9)
+    options = {"bucket_mb": 25.0, "first_bucket_mb": 0.1}
+    planned = BucketPlanner(25.0, 0.1).groups(PROFILE.sizes, PROFILE.element_bytes)
+    assert len(planned) == 2  # the model fits in one 25 MiB bucket but for the small first one
+    simulated = predict("wfbp", _job(DENSE, cluster, **options)).simulated
+    assert simulated is not None
+    sends = [e for e in simulated.timeline if e.stream != "compute"]
+    assert len(sends) == len(planned)
+    # The first bucket goes while backward still runs; with one bucket nothing overlaps.
+    backward_end = max(e.end for e in simulated.timeline if e.stream == "compute")
+    assert min(e.start for e in sends) < backward_end
+    one = predict("wfbp", _job(DENSE, cluster, bucket_mb=25.0, first_bucket_mb=25.0)).simulated
+    assert one is not None and len([e for e in one.timeline if e.stream != "compute"]) == 1
+
+
 def test_the_optimal_merge_plan_is_never_slower_than_lags_mgs_or_one_group():
     cluster = Cluster(workers=16, bandwidth_bps=1e9, latency_s=1e-3)
     times = {
@@ -199,7 +217,8 @@ def test_a_synchronous_server_adds_its_incast_and_asynchronous_ones_never_wait_l
     bsp = predict("ps_bsp", _job(DENSE, cluster)).iteration
     model_bytes = 4 * PROFILE.numel
     expected = sum(PROFILE.forward) + sum(PROFILE.backward) + PROFILE.update
-    assert bsp == pytest.approx(expected + (4 + 1) * model_bytes * 8 / cluster.payload_bps)
+    # Every worker's push through the server's link, then every worker's pull.
+    assert bsp == pytest.approx(expected + (4 + 4) * model_bytes * 8 / cluster.payload_bps)
     assert predict("asp", _job(DENSE, cluster)).iteration <= bsp
     # OSP with no room for unimportant layers is BSP; with room it is never slower.
     assert predict("osp", _job(DENSE, cluster, budget=0.0)).iteration == pytest.approx(bsp)
