@@ -187,9 +187,12 @@ class Predictor:
         once it has finished, the cores are mostly idle, and calls are priced so."""
         cluster = self.on_this_host(cfg, cluster or cluster_for(cfg))
         slower = self._slower(cluster)
+        busy_share = 1.0
         if compute_s is not None:
             slower = compute_s / self.compute_seconds(cfg, cluster) * slower
             cluster = replace(cluster, busy_link_slowdown={}, sync_s=0.0)
+            if mean_compute_s is not None:
+                busy_share = min(1.0, mean_compute_s / compute_s)
         job = Job(
             profile=self.profiled(cfg).profile.scaled(slower),
             cluster=cluster,
@@ -197,9 +200,7 @@ class Predictor:
             scheduler=cfg.scheduler,
             decisions=self.planning_fit(cfg, scheduler) if decisions is None else decisions,
             bucket_plan=bucket_plan,
-            cores_busy_share=min(1.0, mean_compute_s / compute_s)
-            if compute_s and mean_compute_s
-            else 1.0,
+            cores_busy_share=busy_share,
         )
         return predict(scheduler, job)
 

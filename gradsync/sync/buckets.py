@@ -48,8 +48,8 @@ class Buckets:
     @classmethod
     def of_groups(cls, sizes: Sequence[int], plan: Sequence[int]) -> Buckets:
         """A bucket per group of whole tensors: ``plan[g]`` tensors (in backward order) each."""
-        ends = itertools.accumulate(plan)
-        return cls((0, *(sum(sizes[:end]) for end in ends)))
+        offsets = [0, *itertools.accumulate(sizes)]
+        return cls(tuple(offsets[end] for end in itertools.accumulate(plan, initial=0)))
 
     def __len__(self) -> int:
         return len(self.bounds) - 1
