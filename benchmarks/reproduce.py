@@ -491,7 +491,8 @@ class Validated:
     measured: float
     """The run's steady iteration, seconds."""
     traced: Estimate
-    """Predicted with the run's own forward + backward (``Predictor.estimate(compute_s=)``)."""
+    """Predicted with the run's own forward + backward, the slowest worker's per step
+    (``Predictor.estimate(compute_s=)``)."""
     modelled: Estimate
     """Predicted from the profile taken alone, slowed by the model of the cores' sharing."""
     compute: float

@@ -176,8 +176,8 @@ def _deft(job: Job) -> Estimate:
     from gradsync.sync.simulator import BucketTimes, deft
 
     two_links = int(job.scheduler.get("links", 1)) == 2
-    mu = _mu(job) if two_links else None
     plan = _deft_plan(job)
+    mu = _mu(job, plan) if two_links else None
     if plan is not None:  # the job's own buckets, and the times it solved its knapsacks from
         times = _bucket_times(job, Buckets(plan.bounds))
         planned: BucketTimes | None = BucketTimes(plan.forward, plan.backward, plan.comm)
@@ -185,7 +185,6 @@ def _deft(job: Job) -> Estimate:
         times, planned = _deft_buckets(job, mu), None
     # The preserver's retries scale the knapsacks (fewer delayed buckets, more updates).
     scale = float(job.decisions.get("capacity_scale", 1.0))
-
     schedule = functools.partial(
         deft, iterations=SIMULATED_ITERATIONS, mu=mu, capacity_scale=scale, planned=planned
     )
@@ -221,13 +220,13 @@ def _deft_plan(job: Job) -> BucketProfile | None:
     return None
 
 
-def _mu(job: Job) -> float:
-    """How many times longer a bucket takes on the second link."""
+def _mu(job: Job, plan: BucketProfile | None) -> float:
+    """How many times longer a bucket takes on the second link (``plan``: ``_deft_plan``'s)."""
     if job.scheduler.get("mu"):
         return float(job.scheduler.mu)
     if "mu" in job.decisions:  # measured by the job itself
         return float(job.decisions["mu"])
-    if (plan := _deft_plan(job)) is not None:
+    if plan is not None:
         return plan.mu
     if job.cluster.second_link_mu is not None:
         return job.cluster.second_link_mu
