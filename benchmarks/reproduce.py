@@ -519,6 +519,11 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
     for run in find_runs([RESULTS / name / "runs"]):
         scheduler = str(run.setting("scheduler"))
         compute = steady_mean(run, SLOWEST_COMPUTE, reproduction.skip_steps)
+        forward = (  # runs logged before it was have the profile's share
+            steady_mean(run, SLOWEST_FORWARD, reproduction.skip_steps)
+            if run.values(SLOWEST_FORWARD)
+            else None
+        )
         mean_compute = sum(steady_mean(run, f"time/{k}", reproduction.skip_steps) for k in PASSES)
         estimate = functools.partial(
             predictor.estimate,
@@ -534,7 +539,7 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
                 reproduction=name,
                 run=run,
                 measured=steady_iteration(run, reproduction.skip_steps),
-                traced=estimate(compute_s=compute, mean_compute_s=mean_compute),
+                traced=estimate(compute_s=compute, forward_s=forward, mean_compute_s=mean_compute),
                 modelled=modelled,
                 compute=compute,
                 modelled_compute=_compute_of(modelled, predictor.compute_seconds(run.config)),
@@ -556,7 +561,7 @@ def validation() -> str:
         f"{_within(traced)} of {len(rows)} predictions within {VALIDATION_TOLERANCE:.0%} of the "
         f"measured iteration time (median error {statistics.median(map(abs, traced)):.1%}, "
         f"largest {max(map(abs, traced)):.1%}), given each run's slowest worker's forward + "
-        "backward time. "
+        "backward time and its last worker's end of forward. "
         f"With compute modelled too: {_within(modelled)} of {len(rows)} (median "
         f"{statistics.median(map(abs, modelled)):.1%}, largest {max(map(abs, modelled)):.1%}).",
         "",
@@ -567,10 +572,12 @@ def validation() -> str:
         "log and directory. The simulator is validated as the DeFT and OMGS "
         "papers validate theirs: given the job's own compute time per iteration (the run's "
         "logged forward + backward of the slowest worker each step, `time/compute_max`, "
-        "spread over the layers as the profile spreads it: every exchange waits for that "
-        "worker), it predicts the communication and the overlap. How fast four workers compute "
-        "on two shared cores depends on how their phases interleave, which the simulator does "
-        "not model and no cluster of the projection has; the last columns show the prediction "
+        "with the forward pass ending when the last worker's did, `time/forward_max`, each "
+        "pass spread over the layers as the profile spreads it: every exchange waits for the "
+        "last worker to reach it), it predicts the communication and the overlap. How fast "
+        "four workers compute on two shared cores depends on how their phases interleave, "
+        "which the simulator does not model and no cluster of the projection has; the last "
+        "columns show the prediction "
         "when compute too is modelled (the profile taken alone, slowed by "
         "workers × threads / cores), and that compute against the run's.",
         "",
@@ -600,8 +607,10 @@ def _within(errors: list[float]) -> int:
     return sum(abs(e) <= VALIDATION_TOLERANCE for e in errors)
 
 
-# Per step, the forward + backward of the worker the others waited for, averaged.
+# Per step, the forward + backward of the worker the others waited for, averaged; and the
+# latest end of a forward pass.
 SLOWEST_COMPUTE = "time/compute_max"
+SLOWEST_FORWARD = "time/forward_max"
 PASSES = ("forward", "backward")  # the mean worker's, logged
 
 

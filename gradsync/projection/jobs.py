@@ -169,6 +169,7 @@ class Predictor:
         cluster: Cluster | None = None,
         decisions: Mapping[str, float] | None = None,
         compute_s: float | None = None,
+        forward_s: float | None = None,
         mean_compute_s: float | None = None,
         bucket_plan: BucketProfile | None = None,
     ) -> Estimate:
@@ -183,6 +184,10 @@ class Predictor:
         scaled to it, instead of slowed by the model of the workers' sharing of the cores.
         Busy links slow it no further and no wait for the slowest worker is added: the run's
         own compute includes both, and every exchange waits for the slowest worker.
+        ``forward_s``: with ``compute_s``, the slowest worker's forward (``time/forward_max``):
+        exchanges started when forward ends wait for the last worker to end it, and backward's
+        gradients are ready in what is left of ``compute_s`` (on a shared host one worker may
+        finish its forward long before another: the cores serve them in turn).
         ``mean_compute_s``: the same of the mean worker (``time/forward`` + ``time/backward``):
         once it has finished, the cores are mostly idle, and calls are priced so."""
         cluster = self.on_this_host(cfg, cluster or cluster_for(cfg))
@@ -193,8 +198,11 @@ class Predictor:
             cluster = replace(cluster, busy_link_slowdown={}, sync_s=0.0)
             if mean_compute_s is not None:
                 busy_share = min(1.0, mean_compute_s / compute_s)
+        profile = self.profiled(cfg).profile.scaled(slower)
+        if compute_s is not None and forward_s is not None:
+            profile = profile.with_passes(forward_s, max(compute_s - forward_s, 0.0))
         job = Job(
-            profile=self.profiled(cfg).profile.scaled(slower),
+            profile=profile,
             cluster=cluster,
             wire=self.wire(cfg, compressor, cluster.workers).scaled(slower),
             scheduler=cfg.scheduler,

@@ -62,6 +62,15 @@ class ModelProfile:
             data=self.data * factor,
         )
 
+    def with_passes(self, forward_s: float, backward_s: float) -> ModelProfile:
+        """This profile with forward and backward taking ``forward_s`` and ``backward_s`` in
+        all, each spread over the tensors as profiled."""
+        return replace(
+            self,
+            forward=_spread(forward_s, self.forward),
+            backward=_spread(backward_s, self.backward),
+        )
+
     @property
     def compute(self) -> float:
         return sum(self.forward) + sum(self.backward) + self.update
@@ -69,6 +78,14 @@ class ModelProfile:
     @property
     def numel(self) -> int:
         return sum(self.sizes)
+
+
+def _spread(total: float, shares: tuple[float, ...]) -> tuple[float, ...]:
+    """``total`` split in proportion to ``shares`` (evenly when they are all zero)."""
+    whole = sum(shares)
+    if whole <= 0:
+        return tuple(total / len(shares) for _ in shares)
+    return tuple(total * share / whole for share in shares)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ as soon as backward has produced them. Whatever does not fit is kept locally: it
 gradients wait are summed into FUT and travel together later. The optimizer steps only when a
 whole gradient has been synchronized, with the mean (or the sum) over the merged iterations; on
 other iterations it does not step at all (the authors' code zeroes the gradient and steps, so
-momentum and weight decay still move the weights).
+momentum and weight decay still move the weights). A step waits only for the exchanges of what
+it applies: the new gradient's buckets sent during backward are applied steps later, so their
+all-reduces run on over the next forward pass (``sched/carried_buckets``).
 
 Two buffers hold the gradients: ``current`` (CUR: all-reduced in place, bucket by bucket) and
 ``future`` (FUT plus the gradient backward is producing). When a new gradient becomes current
@@ -28,7 +30,7 @@ import json
 import logging
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,7 @@ log = logging.getLogger("gradsync")
 PAPER_MU = 1.65  # NCCL over gloo for large tensors (paper); used when one link is measured
 PRESERVER_HORIZON = 60  # iterations of the schedule run to find its steady period
 PROFILE_FILE = "deft_profile.json"
+CURRENT, NEW = 0, 1  # tags of a send: a bucket of CUR, or of the gradient backward produced
 SPLIT_OVERHEAD = 1.1  # a split is kept if it adds at most 10% to the total communication
 _MAX_TICKS = 20_000  # knapsack resolution: windows of at most this many time units
 
@@ -141,6 +144,9 @@ class DeftSync(SyncComponents):
         self._metrics: dict[str, float] = {}
         self._step, self._epoch = 0, 0
         self._plan: Step | None = None
+        self._in_flight: list[tuple[Callable[[], Any], Tensor, Any]] = []
+        """Sends of a gradient not applied in the step that launched them: (wait for the
+        result, its bucket of the gradient, the compression context)."""
 
     # ---- set-up -------------------------------------------------------------------------------
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
@@ -268,7 +274,7 @@ class DeftSync(SyncComponents):
             if self._waiting[bucket] == 0 and bucket in self._new_sends:
                 self._new_sends.discard(bucket)
                 start = self.clock()
-                self._send(self._future, bucket, tag=1)
+                self._send(self._future, bucket, tag=NEW)
                 self._in_backward_seconds += self.clock() - start
         self._last_mark = self.clock()
 
@@ -276,12 +282,12 @@ class DeftSync(SyncComponents):
         """Start buckets of CUR; the loop counts this as forward time, so it is taken out."""
         start = self.clock()
         for bucket in buckets:
-            self._send(self._current, bucket, tag=0)
+            self._send(self._current, bucket, tag=CURRENT)
         self._in_forward_seconds += self.clock() - start
 
     def _send(self, gradient: _Gradient, bucket: int, *, tag: int) -> None:
         """Compress a bucket of ``gradient`` and start its exchange; ``tag`` tells CUR's buckets
-        (0) from the new gradient's (1), which may share an index in one iteration."""
+        from the new gradient's, which may share an index in one iteration."""
         start = self.clock()
         flat = gradient.flat[self.buckets.slice(bucket)]
         if self._profile is not None:
@@ -291,7 +297,7 @@ class DeftSync(SyncComponents):
             flat, name=name, step=self._step, epoch=self._epoch, sizes=[flat.numel()]
         )
         key = 2 * bucket + tag
-        link = self._links[1 if tag == 0 and bucket in self._plan.slow else 0]
+        link = self._links[1 if tag == CURRENT and bucket in self._plan.slow else 0]
         link.submit(key, payload, allreducible=True)
         self._launched[key] = (flat, ctx, bucket)
         self._compress_seconds += self.clock() - start
@@ -300,21 +306,21 @@ class DeftSync(SyncComponents):
         assert self._optimizer is not None and self._plan is not None, "attach() and begin() first"
         plan = self._plan
         for bucket in sorted(self._new_sends):  # a bucket some of whose tensors got no gradient
-            self._send(self._future, bucket, tag=1)
+            self._send(self._future, bucket, tag=NEW)
+        newest_applied = plan.applied is not None and self._queues.iteration - 1 in plan.applied
         waited = self.clock()
+        numel, selected_count = self._settle()
+        if plan.renewed and not newest_applied:
+            self._carry_new_sends()
         received: dict[int, Any] = {}
         for link in self._links:
             received.update(link.wait())
         communicated = self.clock()
         agreeing = self.collective.busy_seconds()
-        numel = selected_count = 0
         for key, (flat, ctx, _) in self._launched.items():
-            summed, selected = combine(self.compressor, received[key], ctx, like=flat)
-            flat.copy_(summed)
-            numel += flat.numel()
-            selected_count += flat.numel() if selected is None else selected.numel()
+            n, chosen = self._combine_into(flat, received[key], ctx)
+            numel, selected_count = numel + n, selected_count + chosen
 
-        newest_applied = plan.applied is not None and self._queues.iteration - 1 in plan.applied
         if self._profile is not None:
             self._observe(loss)
         finished = self._current
@@ -349,6 +355,34 @@ class DeftSync(SyncComponents):
             self._after_profiled_step(step)
         return stats
 
+    def _carry_new_sends(self) -> None:
+        """Leave this step's sends of the new gradient in flight: it is applied steps later,
+        so they may go on over the next forward pass, as DeFT's schedule has them (waiting
+        here would hold the next forward back until the links are empty)."""
+        keys = [key for key in self._launched if key % 2 == NEW]
+        waits = self._links[0].detach(keys)
+        for key in keys:
+            flat, ctx, _ = self._launched.pop(key)
+            self._in_flight.append((waits[key], flat, ctx))
+
+    def _settle(self) -> tuple[int, int]:
+        """Wait for the sends left in flight and put their sums in place: elements, and
+        elements selected."""
+        numel = selected = 0
+        for wait, flat, ctx in self._in_flight:
+            n, chosen = self._combine_into(flat, wait(), ctx)
+            numel, selected = numel + n, selected + chosen
+        self._in_flight = []
+        return numel, selected
+
+    def _combine_into(self, flat: Tensor, received: Any, ctx: Any) -> tuple[int, int]:
+        summed, selected = combine(self.compressor, received, ctx, like=flat)
+        flat.copy_(summed)
+        return flat.numel(), flat.numel() if selected is None else selected.numel()
+
+    def flush(self) -> None:
+        self._settle()
+
     def _apply(self, gradient: _Gradient, merged: int) -> None:
         assert self._optimizer is not None
         divisor = self.collective.world_size * (merged if self.merge_reduction == "mean" else 1)
@@ -364,6 +398,7 @@ class DeftSync(SyncComponents):
             "sched/update_applied": float(plan.applied is not None),
             "sched/merged_iters": float(current.merged if current is not None else 1),
             "sched/delayed_buckets": float(len(current.unsent) if current is not None else 0),
+            "sched/carried_buckets": float(len(self._in_flight)),
             **({"sched/second_link_buckets": float(len(plan.slow))} if self.links == 2 else {}),
         }
 
@@ -499,6 +534,7 @@ class DeftSync(SyncComponents):
 
     # ---- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        self._settle()  # the buffers saved must hold every sum
         queues = self._queues
         return {
             "feedback": self.feedback.state_dict(),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gradsync.types import Collective, Payload
@@ -55,6 +55,11 @@ class Exchanges:
         if error is not None:
             raise error
         return results
+
+    def detach(self, keys: Iterable[int]) -> dict[int, Callable[[], Payload]]:
+        """Take the all-reduces of ``keys`` out of what ``wait`` waits for: each key's
+        function waits for its result, for a caller that needs it only later."""
+        return {key: self._reducing.pop(key) for key in keys}
 
     def take_timings(self) -> list[tuple[float, float]]:
         """(bytes sent, seconds) of every all-gather since the last call, as they ran: under

@@ -192,6 +192,7 @@ class Trainer:
         slowest = self._slowest_worker(
             {
                 "time/compress_max": window.series("time/compress"),
+                "time/forward_max": window.series("time/forward"),
                 "time/compute_max": [forward + backward for forward, backward in passes],
             }
         )

@@ -1,8 +1,8 @@
 """DeFT on real gloo ranks (SPECS §7.7): with delay off it trains exactly as WFBP and the flat
-all-reduce do; with unlimited windows it is SGD with one iteration of delay; with tight windows
-it applies, and only applies, the merged gradients its state machine says, over one link or two.
-A resumed job continues as if it had not stopped, and a profiled job plans the same schedule on
-every worker."""
+all-reduce do; with unlimited windows it is SGD with one iteration of delay (the sends of a
+gradient applied later run on past the step); with tight windows it applies, and only applies,
+the merged gradients its state machine says, over one link or two. A resumed job continues as
+if it had not stopped, and a profiled job plans the same schedule on every worker."""
 
 from __future__ import annotations
 
@@ -82,6 +82,7 @@ def _train(rank: int, world_size: int, make, *, stop_after: int | None = None) -
         loss.backward()
         extras.append(sync.step(step=step, loss=loss.detach()).extra)
         opt.zero_grad(set_to_none=True)
+    sync.flush()
     return {"params": [p.detach().clone() for p in model.parameters()], "extras": extras}
 
 
@@ -204,6 +205,8 @@ def test_with_delay_off_deft_trains_as_wfbp_and_the_flat_allreduce(runs):
         _assert_same_params(runs[rank]["wfbp"], flat)
         _assert_same_params(runs[rank]["no_delay"], flat)
         assert all(e["sched/update_applied"] == 1.0 for e in runs[rank]["no_delay"]["extras"])
+        # Each gradient is applied in the step that sends it: nothing is left in flight.
+        assert all(e["sched/carried_buckets"] == 0 for e in runs[rank]["no_delay"]["extras"])
 
 
 def test_with_unlimited_windows_deft_is_sgd_delayed_by_one_iteration(runs):
@@ -211,6 +214,10 @@ def test_with_unlimited_windows_deft_is_sgd_delayed_by_one_iteration(runs):
         _assert_same_params(runs[rank]["unlimited"], runs[rank]["delayed_sgd"])
         applied = [e["sched/update_applied"] for e in runs[rank]["unlimited"]["extras"]]
         assert applied == [0.0] + [1.0] * (STEPS - 1)
+        # Each step's gradient is applied a step later, so the step does not wait for the
+        # buckets it sent in backward: their all-reduces run on into the next forward pass.
+        carried = [e["sched/carried_buckets"] for e in runs[rank]["unlimited"]["extras"]]
+        assert all(c > 0 for c in carried)
 
 
 @pytest.mark.parametrize(

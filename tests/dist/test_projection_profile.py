@@ -82,14 +82,20 @@ def test_the_link_probe_times_real_collectives_and_saved_measurements_are_reused
         # compute, then the exchange), and with it the wait for the slowest worker. Given the
         # modelled compute, only that wait goes; given three times it, the iteration is at
         # least the extra compute longer.
-        def traced(compute_s: float) -> float:
+        def traced(compute_s: float, forward_s: float | None = None) -> float:
             return second.estimate(
-                mlp_job, scheduler="allreduce", compressor="none", compute_s=compute_s
+                mlp_job,
+                scheduler="allreduce",
+                compressor="none",
+                compute_s=compute_s,
+                forward_s=forward_s,
             ).iteration
 
         modelled = second.compute_seconds(mlp_job)
         assert traced(modelled) == pytest.approx(expected.iteration - cluster.sync_s)
         assert traced(3 * modelled) - traced(modelled) >= 2 * modelled * (1 - 1e-9)
+        # Nothing overlaps backward here: where the last forward ends changes nothing.
+        assert traced(modelled, forward_s=modelled / 2) == pytest.approx(traced(modelled))
     # A compressor not measured before: its wire format is recorded on a fresh gradient, the
     # loaded timings stay.
     (topk,) = compose_jobs(

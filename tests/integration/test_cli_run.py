@@ -23,6 +23,7 @@ METRIC_NAMES = {
     "time/backward",
     "time/compress",
     "time/compress_max",
+    "time/forward_max",
     "time/compute_max",
     "time/comm",
     "time/update",

@@ -61,6 +61,8 @@ def test_sparsified_training_reaches_about_dense_accuracy(sweep, name):
     assert sparse["time/compress_max"] >= sparse["time/compress"]
     compute = sparse["time/forward"] + sparse["time/backward"]
     assert sparse["time/compute_max"] >= compute * (1 - 1e-9)  # the slowest worker's
+    assert sparse["time/forward"] * (1 - 1e-9) <= sparse["time/forward_max"]
+    assert sparse["time/forward_max"] <= sparse["time/compute_max"] * (1 + 1e-9)
 
 
 def test_deft_with_fewer_layers_than_workers(gradsync_cmd, cli_env, tmp_path):

@@ -158,6 +158,39 @@ def _job(wire: Wire, cluster: Cluster, **scheduler) -> Job:
     return Job(PROFILE, cluster, wire, OmegaConf.create(scheduler))
 
 
+def test_passes_given_their_totals_keep_the_profiles_spread():
+    forward, backward = sum(PROFILE.forward), sum(PROFILE.backward)
+    later = PROFILE.with_passes(2 * forward, backward / 2)
+    assert sum(later.forward) == pytest.approx(2 * forward)
+    assert sum(later.backward) == pytest.approx(backward / 2)
+    assert later.forward[2] / later.forward[4] == pytest.approx(
+        PROFILE.forward[2] / PROFILE.forward[4]
+    )
+    assert later.update == PROFILE.update and later.sizes == PROFILE.sizes
+    idle = replace(PROFILE, forward=(0.0,) * len(PROFILE.sizes)).with_passes(0.6, backward)
+    assert idle.forward == pytest.approx((0.1,) * len(PROFILE.sizes))  # nothing to spread by
+
+
+def test_a_later_forward_end_delays_the_exchanges_that_wait_for_it():
+    # The same compute in all, but the last worker ends its forward later: backward's buckets
+    # are ready later, so overlapped schedules end no sooner; the flat all-reduce is unchanged.
+    cluster = Cluster(workers=8, bandwidth_bps=1e9)
+    forward, backward = sum(PROFILE.forward), sum(PROFILE.backward)
+    shifted = PROFILE.with_passes(forward + backward / 2, backward / 2)
+    for scheduler in ("wfbp", "bytescheduler", "usbyte", "deft"):
+        job = _job(DENSE, cluster, **SCHEDULERS[scheduler])
+        late = replace(job, profile=shifted)
+        assert predict(scheduler, late).iteration >= predict(scheduler, job).iteration - 1e-9
+    wfbp = _job(DENSE, cluster, **SCHEDULERS["wfbp"])
+    assert (
+        predict("wfbp", replace(wfbp, profile=shifted)).iteration > predict("wfbp", wfbp).iteration
+    )
+    flat = _job(DENSE, cluster)
+    assert predict("allreduce", replace(flat, profile=shifted)).iteration == pytest.approx(
+        predict("allreduce", flat).iteration
+    )
+
+
 def test_every_scheduler_has_a_model():
     assert set(SCHEDULERS) == set(SCHEDULER_MODELS)
 
