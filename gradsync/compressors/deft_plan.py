@@ -2,7 +2,7 @@
 
 * ``partition_layers``: two-stage partitioning of the flattened gradient into candidate layers.
 * ``assign_local_k``: norm-proportional local k per layer (floor rounding, at least 1, at most
-  the layer's size; optionally exact).
+  the layer's size; optionally summing to exactly k).
 * ``lpt_bins``: longest-processing-time bin packing of layers onto workers by selection cost,
   with fully selected ("common") layers kept out of the bins.
 * ``bin_for_rank``: which bin a worker takes at a step (the mapping rotates with the decision
@@ -48,30 +48,59 @@ def partition_layers(sizes: Sequence[int], num_workers: int) -> list[tuple[int, 
 def assign_local_k(
     norms: Sequence[float], sizes: Sequence[int], k: int, *, exact: bool = False
 ) -> list[int]:
-    """k_j for every layer, proportional to its gradient norm; 1 <= k_j <= sizes[j].
+    """k_j for every layer, proportional to its gradient norm; k_j <= sizes[j].
 
     Layers are visited by norm, largest first (ties: higher index first, as the authors' code
-    sorts). Default mode follows that code: floor rounding with a running remainder, so the sum
-    may miss k by the layers forced up to 1. ``exact`` recomputes the remaining norm exactly and
-    gives the last layer what is left, so the sum is k whenever k >= number of layers.
+    sorts). Default mode follows that code: floor rounding with a running remainder and every
+    layer at least 1, so the sum may pass k by the layers forced up to 1 (SPECS §1.3).
+    ``exact`` makes the sum k whenever k >= the number of layers with a non-zero norm: see
+    ``_exact_local_k``.
     """
     if len(norms) != len(sizes):
         raise ValueError("norms and sizes must have the same length")
     order = sorted(range(len(norms)), key=lambda j: (norms[j], j), reverse=True)
+    if exact:
+        return _exact_local_k(norms, sizes, k, order)
     ks = [0] * len(norms)
     k_rem = k
     norm_rem = math.fsum(norms)
-    for position, j in enumerate(order):
-        if exact:
-            norm_rem = math.fsum(norms[i] for i in order[position:])
-        last = position == len(order) - 1
-        if exact and last:
-            share = k_rem
-        else:
-            share = math.floor(k_rem * norms[j] / norm_rem) if norm_rem > 0 else 0
+    for j in order:
+        share = math.floor(k_rem * norms[j] / norm_rem) if norm_rem > 0 else 0
         ks[j] = min(sizes[j], max(1, share))
         k_rem -= ks[j]
         norm_rem -= norms[j]
+    return ks
+
+
+def _exact_local_k(
+    norms: Sequence[float], sizes: Sequence[int], k: int, order: Sequence[int]
+) -> list[int]:
+    """The reference rounding, kept to the sum k by two bounds on each layer's share.
+
+    Every layer's floor is one element; when k cannot cover one per layer, layers with a zero
+    norm (nothing to select) give theirs up first. While layer j is assigned, one floor is held
+    back for each layer still to come (so tail layers forced up to their floor cannot push the
+    sum past k), and j takes at least what the later layers cannot hold (so caps at the tail
+    cannot leave the sum short). The remaining norm is summed afresh from the smallest layer up,
+    so the last layer with a non-zero norm gets exactly what is left.
+    """
+    count = len(order)
+    floors = [1 if norms[j] > 0 or k >= count else 0 for j in range(count)]
+    # Suffix sums over the visiting order: norm, floors and room of the layers from p on.
+    norm_from, floor_from, room_from = [0.0] * (count + 1), [0] * (count + 1), [0] * (count + 1)
+    for p in range(count - 1, -1, -1):
+        j = order[p]
+        norm_from[p] = norm_from[p + 1] + norms[j]
+        floor_from[p] = floor_from[p + 1] + floors[j]
+        room_from[p] = room_from[p + 1] + sizes[j]
+    ks = [0] * count
+    k_rem = min(k, room_from[0])  # no layer can give more than all of its elements
+    for p, j in enumerate(order):
+        share = math.floor(k_rem * norms[j] / norm_from[p]) if norm_from[p] > 0 else 0
+        low = min(sizes[j], max(floors[j], k_rem - room_from[p + 1]))
+        high = min(sizes[j], k_rem - floor_from[p + 1])
+        ks[j] = max(low, min(high, share))
+        k_rem -= ks[j]
     return ks
 
 

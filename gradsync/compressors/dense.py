@@ -1,19 +1,33 @@
 """Compressors that send every element and all-reduce it directly: as it is (``none``) or in a
 narrower float type (``fp16``, ``bf16``).
 
-A narrow type is summed in that type on the wire (as NCCL and gloo do for half-precision
-all-reduce) and widened back before averaging. Rounding loses at most half a unit in the last
-place of the narrow type per element, so no error feedback is kept by default.
+A narrow type is divided by the number of workers before it is summed on the wire, as
+PyTorch's ``fp16_compress_hook`` and ``bf16_compress_hook`` do (cast, then divide in the narrow
+type): the sum on the wire is then the mean, which overflows only where the mean itself does
+(fp16 tops out at 65504). ``decompress`` multiplies back by the number of workers in the
+gradient's own type, because the schedulers average after they combine; a narrow value has at
+most 11 significant bits, so that product and the schedulers' division are exact in float32
+and the result equals the hook's. Rounding loses at most half a unit in the last place of the
+narrow type per element, so no error feedback is kept by default.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from gradsync.types import Collective, Payload, Sizes
+
+
+@dataclass(frozen=True)
+class DenseCtx:
+    dtype: torch.dtype
+    """The gradient's own type, restored by ``decompress``."""
+    divided_by: int
+    """What the values were divided by before the sum on the wire (1: not at all)."""
 
 
 class DenseCompressor:
@@ -24,16 +38,28 @@ class DenseCompressor:
     wire_dtype: torch.dtype | None = None
     """The type on the wire; None: the gradient's own (no copy)."""
 
+    def __init__(self) -> None:
+        self._collective: Collective | None = None
+
     def bind(self, collective: Collective) -> None:
-        return None  # nothing to agree on
+        self._collective = collective  # its workers are what the sum on the wire adds up
 
     def compress(
         self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None, **_: int
     ) -> tuple[Payload, Any]:
-        return (grad.to(self.wire_dtype or grad.dtype),), grad.dtype
+        if self.wire_dtype is None:
+            return (grad,), DenseCtx(grad.dtype, 1)
+        workers = 1 if self._collective is None else self._collective.world_size
+        narrow = grad.to(self.wire_dtype, copy=True)  # a copy: the division must not touch grad
+        if workers > 1:
+            narrow.div_(workers)
+        return (narrow,), DenseCtx(grad.dtype, workers)
 
-    def decompress(self, payload: Payload, ctx: torch.dtype) -> Tensor:
-        return payload[0].to(ctx)
+    def decompress(self, payload: Payload, ctx: DenseCtx) -> Tensor:
+        if ctx.divided_by == 1:
+            return payload[0].to(ctx.dtype)
+        # A copy: the payload may still be on its way (a worker decompresses its own first).
+        return payload[0].to(ctx.dtype, copy=True).mul_(ctx.divided_by)
 
     def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
         return None

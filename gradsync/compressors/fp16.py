@@ -1,6 +1,8 @@
 """``compressor=fp16``: IEEE half precision on the wire (half the bytes of float32).
 
-Half precision overflows above 65504; gradients that large mean the run is diverging anyway.
+Each worker's values are divided by the number of workers before they are summed (see
+``dense.py``), so a sum overflows only where the mean gradient passes 65504, as with PyTorch's
+``fp16_compress_hook``.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 import torch
+import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync.comm.collective import TorchCollective
@@ -36,10 +37,15 @@ def _cfg(budget: float | None) -> DictConfig:
     return OmegaConf.create({"trainer": trainer, "scheduler": scheduler, "compressor": compressor})
 
 
-def _train(rank: int, world_size: int, budget: float | None) -> dict:
+def _train_each(rank: int, world_size: int, budgets: list[float | None]) -> dict:
+    """Every budget's run in turn, in one world (its processes start once)."""
+    group = make_groups(WORKERS, timedelta(seconds=60))
+    return {budget: _train(rank, group, budget) for budget in budgets}
+
+
+def _train(rank: int, group: dist.ProcessGroup | None, budget: float | None) -> dict:
     """OSP with a fixed unimportant budget, or ps_bsp; every rank's flat parameters after
     every step (a worker's once it has applied every correction)."""
-    group = make_groups(WORKERS, timedelta(seconds=60))
     model = tiny_model()
     snapshots: list[torch.Tensor] = []
     if rank == WORKERS:
@@ -76,11 +82,12 @@ def _train(rank: int, world_size: int, budget: float | None) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[float | None, list[dict]]:
-    root = tmp_path_factory.mktemp("osp")
-    return {b: run_world(_train, WORKERS + 1, root / f"b{b}", b) for b in (BSP, 0.0, 0.9)}
+    budgets = [BSP, 0.0, 0.9, 1.0]
+    ranks = run_world(_train_each, WORKERS + 1, tmp_path_factory.mktemp("osp"), budgets)
+    return {b: [rank[b] for rank in ranks] for b in budgets}
 
 
-@pytest.mark.parametrize("budget", [0.0, 0.9])
+@pytest.mark.parametrize("budget", [0.0, 0.9, 1.0])
 def test_after_every_correction_workers_hold_the_global_model(runs, budget):
     server = runs[budget][WORKERS]["snapshots"]
     for rank in range(WORKERS):
@@ -112,3 +119,13 @@ def test_ics_starts_after_the_first_step_and_changes_the_trajectory(runs):
     bsp, osp = runs[0.0][WORKERS]["snapshots"], runs[0.9][WORKERS]["snapshots"]
     torch.testing.assert_close(bsp[0], osp[0], rtol=0, atol=0)
     assert not torch.equal(bsp[-1], osp[-1])
+
+
+def test_a_budget_of_the_whole_model_sends_every_layer_in_the_background(runs):
+    """budget=1.0: after the first iteration no layer is important, so the routine stage
+    carries only the loss and compute time, and training still moves the model."""
+    extras = runs[1.0][0]["extras"]
+    assert [e["sched/unimportant_fraction"] for e in extras[1:]] == [1.0] * (STEPS - 1)
+    assert all(e["sched/rs_bytes"] == 2 * 8 for e in extras[1:])  # two float64 stamps
+    server = runs[1.0][WORKERS]["snapshots"]
+    assert len(server) == STEPS and not torch.equal(server[0], server[-1])

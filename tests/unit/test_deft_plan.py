@@ -63,6 +63,54 @@ def test_exact_k_sums_to_k_and_is_proportional():
         assert abs(kj - 800 * norm / sum(norms)) < len(norms)
 
 
+def _exact_case(rng: random.Random) -> tuple[list[float], list[int], int]:
+    """Layers of varied sizes (many tiny ones, so caps bind), norms with zeros and wide
+    spreads, and any k from the non-zero layers' count up to every element."""
+    layers = rng.randint(1, 40)
+    sizes = [rng.choice([1, 2, 3, rng.randint(1, 50), rng.randint(1, 5000)]) for _ in range(layers)]
+    norms = [rng.choice([0.0, rng.random(), rng.random() * 1e4]) for _ in range(layers)]
+    nonzero = sum(norm > 0 for norm in norms)
+    return norms, sizes, rng.randint(max(nonzero, 1), sum(sizes))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_exact_k_sums_to_k_whenever_k_covers_the_nonzero_layers(seed):
+    rng = random.Random(seed)
+    for _ in range(200):
+        norms, sizes, k = _exact_case(rng)
+        ks = assign_local_k(norms, sizes, k, exact=True)
+        assert sum(ks) == k, (norms, sizes, k, ks)
+        assert all(0 <= kj <= nj for kj, nj in zip(ks, sizes, strict=True))
+        # A layer with something to select gets at least one element, and so does every layer
+        # when k covers them all.
+        assert all(kj >= 1 for kj, norm in zip(ks, norms, strict=True) if norm > 0 or k >= len(ks))
+
+
+def test_exact_k_holds_back_one_element_for_each_layer_still_to_come():
+    assert assign_local_k([100.0, 1.0, 1.0], [10, 10, 10], 3, exact=True) == [1, 1, 1]
+    # A cap at the tail: the layers before it take what it cannot hold.
+    assert assign_local_k([10.0, 9.0], [100, 1], 50, exact=True) == [49, 1]
+
+
+def test_exact_k_on_resnet18_at_16_workers():
+    """The case that was reported: 122 layers at density 0.001, where the sum passed k by 13."""
+    from gradsync.data.spec import DataSpec
+    from gradsync.models.resnet import ResNet
+
+    model = ResNet(
+        spec=DataSpec(task="classification", num_classes=10, input_shape=(3, 32, 32)), depth=18
+    )
+    sizes = [p.numel() for p in model.parameters()]
+    ranges = partition_layers(sizes, 16)
+    lengths = [end - start for start, end in ranges]
+    k = int(0.001 * sum(sizes))
+    assert len(ranges) == 122
+    rng = random.Random(0)
+    for _ in range(20):
+        norms = [rng.lognormvariate(0, 2) for _ in ranges]
+        assert sum(assign_local_k(norms, lengths, k, exact=True)) == k
+
+
 def test_default_mode_keeps_the_reference_rounding():
     # floor with a running remainder: 7·3/6 = 3.5 -> 3, then 4·2/3 = 2.67 -> 2, then 2·1/1 = 2.
     assert assign_local_k([3.0, 2.0, 1.0], [100, 100, 100], 7) == [3, 2, 2]
