@@ -15,6 +15,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync import __version__
@@ -30,7 +31,8 @@ from gradsync.config.compose import (
 from gradsync.config.instantiate import build
 from gradsync.config.schema import register_schemas
 from gradsync.metrics.summary import write_summary
-from gradsync.metrics.sweep_summary import SweepSummaryCallback
+from gradsync.metrics.sweep_summary import SweepSummaryCallback, write_sweep_summary
+from gradsync.stop_signals import Stopped, stop_on_signals
 from gradsync.train.checkpoint import resolve_checkpoint
 from runners.base import Runner, WorkerFailure, worker_launch
 
@@ -79,6 +81,9 @@ class _Invocation:
         self.command = "gradsync"
         self.finished = 0
         self.failed = 0
+        self.jobs = 1
+        self.sweep_dir: Path | None = None
+        """Where a sweep's jobs go (set once its first job starts)."""
 
 
 _outcomes = _Invocation()
@@ -88,10 +93,13 @@ _outcomes = _Invocation()
 def run_job(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        _outcomes.sweep_dir = Path(hydra_cfg.sweep.dir)
     overrides = list(hydra_cfg.overrides.task)
     config_path = run_dir / "config.yaml"
     write_resolved(cfg, config_path)
     started = time.time()
+    stopped: Stopped | None = None
     try:
         check_config(cfg)  # in a sweep, a job with a bad value fails on its own
         runner = build(cfg.runner, path="runner")
@@ -102,6 +110,8 @@ def run_job(cfg: DictConfig) -> None:
         status, error = _launch(runner, cfg, run_dir, config_path)
     except ConfigError as exc:
         status, error = "failed", str(exc)
+    except Stopped as stop:  # workers stopped (or never started); say so in the summary
+        stopped, status, error = stop, stop.status, stop.reason
     else:
         if not runner.reports_outcome:
             return  # task 0 of this job (under srun or torchrun) writes the summary
@@ -121,8 +131,9 @@ def run_job(cfg: DictConfig) -> None:
         return
     _outcomes.failed += 1
     log.error(f"gradsync: error: {error} (run dir: {run_dir})")
-    if status == "interrupted":
-        raise SystemExit(summary["exit_code"])
+    if stopped is not None:
+        stopped.reported = True
+        raise stopped  # no further job of a sweep starts
 
 
 def _has_checkpoint(run_dir: Path) -> bool:
@@ -143,8 +154,6 @@ def _launch(
         runner.run(launch)
     except WorkerFailure as exc:
         return "failed", str(exc)
-    except KeyboardInterrupt:
-        return "interrupted", "interrupted by the user"
     return "completed", None
 
 
@@ -230,7 +239,12 @@ def _run_command(args: list[str]) -> int:
         for i, text in zip(positions, deferred, strict=True):
             args[i] = text
     sys.argv = ["gradsync", *args]  # what Hydra parses
-    _hydra_main()
+    try:
+        _hydra_main()
+    except Stopped as stop:
+        if _outcomes.sweep_dir is not None:
+            _summarize_stopped_sweep(stop, _outcomes.sweep_dir)
+        raise
     if any(a in _MULTIRUN_FLAGS for a in args):
         # Jobs may have run elsewhere (Slurm): count what their summaries say.
         statuses = SweepSummaryCallback.statuses
@@ -239,6 +253,19 @@ def _run_command(args: list[str]) -> int:
             _fail(f"{failed} of {len(statuses)} jobs failed; see summary.csv", code=1)
         return 0
     return 1 if _outcomes.failed else 0
+
+
+def _summarize_stopped_sweep(stop: Stopped, sweep_dir: Path) -> None:
+    """summary.csv of a sweep cut short: the jobs that ran, the one stopped, the ones that
+    never started (``missing``)."""
+    path = write_sweep_summary(sweep_dir, expected_jobs=_outcomes.jobs)
+    completed = _outcomes.finished - _outcomes.failed
+    print(
+        f"gradsync: error: {stop.reason}; {completed} of {_outcomes.jobs} jobs of the sweep "
+        f"completed; see {path}",
+        file=sys.stderr,
+    )
+    stop.reported = True
 
 
 def _checked_args(args: list[str]) -> list[str]:
@@ -258,6 +285,7 @@ def _checked_args(args: list[str]) -> list[str]:
             args += launcher_overrides(valid)
     except ConfigError as exc:
         _fail(str(exc))
+    _outcomes.jobs = len(checked)
     invalid = [problem for _, problem in checked if problem is not None]
     if invalid:
         print(
@@ -280,7 +308,12 @@ def _submits_through_launcher(cfg: DictConfig) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _main(sys.argv[1:] if argv is None else argv)
+        with stop_on_signals():
+            return _main(sys.argv[1:] if argv is None else argv)
+    except Stopped as stop:
+        if not stop.reported:
+            print(f"gradsync: error: {stop.reason}", file=sys.stderr)
+        return stop.exit_code
     except BrokenPipeError:  # output piped into head, less, ...: stop quietly, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

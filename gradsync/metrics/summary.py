@@ -16,7 +16,7 @@ from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
-EXIT_CODES = {"completed": 0, "failed": 1, "interrupted": 130}
+EXIT_CODES = {"completed": 0, "failed": 1, "interrupted": 130, "terminated": 143}
 _PACKAGES = ("gradsync", "torch", "torchvision", "hydra-core", "omegaconf", "wandb")
 
 

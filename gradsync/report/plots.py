@@ -15,7 +15,7 @@ from gradsync.report.naming import WORKERS, Naming, method_of
 from gradsync.report.runs import Run
 from gradsync.report.table import TIME_PARTS, EvalMetric, eval_metrics, time_parts
 
-_END_MARKERS = {"failed": "X", "interrupted": "X", "incomplete": ">"}
+_END_MARKERS = {"failed": "X", "interrupted": "X", "terminated": "X", "incomplete": ">"}
 """Drawn at the last point of a run that did not complete: where it stopped."""
 _WIDTH = 8.0
 

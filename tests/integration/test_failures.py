@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -149,17 +150,74 @@ def test_sweep_with_one_invalid_value_fails_that_job_only(gradsync_cmd, cli_env,
     assert not (sweep / "1" / "metrics.jsonl").exists()  # it never started
 
 
-def test_ctrl_c_stops_every_worker_and_records_the_interruption(gradsync_cmd, cli_env, tmp_path):
+STOPS = [
+    (signal.SIGINT, 130, "interrupted", "interrupted by the user"),  # Ctrl-C
+    (signal.SIGTERM, 143, "terminated", "terminated by SIGTERM"),  # timeout, kill, scancel
+]
+
+
+@pytest.mark.parametrize(("signum", "code", "status", "reason"), STOPS, ids=["SIGINT", "SIGTERM"])
+def test_a_stop_signal_stops_every_worker_and_records_it(
+    gradsync_cmd, cli_env, tmp_path, signum, code, status, reason
+):
     run_dir = tmp_path / "run"
     job = start_long_job(gradsync_cmd, cli_env, run_dir)
     try:
-        job.send_signal(signal.SIGINT)  # what Ctrl-C sends to the launcher
+        job.send_signal(signum)  # to the launcher, as Ctrl-C or `timeout` would
+        stopped = time.monotonic()
+        _, stderr = job.communicate(timeout=30)
+        assert time.monotonic() - stopped < 15
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == code
+    last = stderr.strip().splitlines()[-1]
+    assert last == f"gradsync: error: {reason} (run dir: {run_dir})"
+    assert "Traceback" not in stderr
+    assert workers_of(run_dir) == {}
+    s = summary(run_dir)
+    assert s["status"] == status and s["exit_code"] == code and s["error"] == reason
+    assert metrics(run_dir) and s["final"]["train/loss"] == metrics(run_dir)[-1]["train/loss"]
+
+
+def test_sigterm_during_a_sweep_stops_it_and_summarizes_every_job(gradsync_cmd, cli_env, tmp_path):
+    """Job 0 completes, job 1 is stopped while it trains, job 2 never starts."""
+    sweep = tmp_path / "sweep"
+    job = subprocess.Popen(
+        [
+            *gradsync_cmd,
+            "run",
+            "-m",
+            "trainer.max_steps=4,100000,4",
+            "trainer.log_every=1",
+            "trainer.checkpoint=false",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (sweep / "1" / "metrics.jsonl").is_file() or not metrics(sweep / "1"):
+            assert job.poll() is None and time.monotonic() < deadline, job.stderr
+            time.sleep(0.2)
+        job.send_signal(signal.SIGTERM)
         _, stderr = job.communicate(timeout=30)
     finally:
         if job.poll() is None:
             job.kill()
-    assert job.returncode == 130
-    assert "interrupted by the user" in stderr.strip().splitlines()[-1]
-    assert workers_of(run_dir) == {}
-    s = summary(run_dir)
-    assert s["status"] == "interrupted" and s["exit_code"] == 130
+    assert job.returncode == 143
+    assert stderr.strip().splitlines()[-1] == (
+        "gradsync: error: terminated by SIGTERM; 1 of 3 jobs of the sweep completed; "
+        f"see {sweep / 'summary.csv'}"
+    )
+    rows = list(csv.DictReader((sweep / "summary.csv").open()))
+    assert [(r["job"], r["status"]) for r in rows] == [
+        ("0", "completed"),
+        ("1", "terminated"),
+        ("2", "missing"),
+    ]
+    assert workers_of(sweep / "1") == {}
+    assert not (sweep / "2").exists()

@@ -90,18 +90,22 @@ def test_a_failed_worker_still_tears_the_network_down(gradsync_cmd, cli_env, tmp
     assert _namespaces() == before
 
 
-def test_ctrl_c_stops_the_workers_and_tears_the_network_down(gradsync_cmd, cli_env, tmp_path):
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_signal_stops_the_workers_and_tears_the_network_down(
+    gradsync_cmd, cli_env, tmp_path, signum, code
+):
     before = _namespaces()
     run_dir = tmp_path / "run"
     job = start_long_job(gradsync_cmd, cli_env, run_dir, "runner=netem")
     try:
         assert _namespaces() > before  # the testbed is up while it trains
-        job.send_signal(signal.SIGINT)
+        job.send_signal(signum)  # Ctrl-C, or `timeout`/`kill`
         job.communicate(timeout=30)
     finally:
         if job.poll() is None:
             job.kill()
-    assert job.returncode == 130
+    assert job.returncode == code
+    assert summary(run_dir)["status"] in ("interrupted", "terminated")
     assert workers_of(run_dir) == {}
     assert _namespaces() == before
 
