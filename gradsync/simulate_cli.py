@@ -251,6 +251,7 @@ def _simulated(args: argparse.Namespace, predictor: Predictor) -> str:
         cluster = _cluster_options(args, cluster_for(cfg))
     except ValueError as exc:
         raise ConfigError(f"runner.{exc}") from None
+    _check_probe_fits_here(cfg, cluster)
     rates = _rates(args.bandwidths, cluster)
     combos, refused = combinations(
         args.overrides,
@@ -299,6 +300,23 @@ def _simulated(args: argparse.Namespace, predictor: Predictor) -> str:
         _draw_job_timelines(predictor, combos, cluster, args.timeline)
         lines += ["", f"timeline: {args.timeline}"]
     return "\n".join(lines)
+
+
+def _check_probe_fits_here(cfg: DictConfig, cluster: Cluster) -> None:
+    """The job's own cluster shares this host: its links are probed among that many local
+    processes, which this host must hold."""
+    from gradsync.dist.capacity import FORCE, capacity_problem
+
+    if cluster.shared_host_cores is None or cfg.trainer.allow_oversubscribe:
+        return
+    problem = capacity_problem(cfg, cluster.workers)
+    if problem is not None:
+        n = cluster.workers
+        raise ConfigError(
+            f"trainer.workers={n} would probe links among {n} processes on this host: "
+            f"{problem}; to project to {n} workers keep trainer.workers small and pass "
+            f"--workers {n} (or force the probe with {FORCE})"
+        )
 
 
 def _baseline(overrides: Sequence[str]) -> Combination:

@@ -151,6 +151,7 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True) -> None:
     _check_device(typed)
     if launcher_here:
         _check_runner(typed)
+        _check_host_capacity(cfg, typed)
     _check_resume(typed)
     _check_model_fits_dataset(typed)
     _check_dataset(typed)
@@ -212,6 +213,19 @@ def _check_runner(cfg: TrainConfig) -> None:
     problem = cfg.runner.machine_problem()
     if problem is not None:
         raise ConfigError(problem)
+
+
+def _check_host_capacity(cfg: DictConfig, typed: TrainConfig) -> None:
+    if not typed.runner.starts_processes_here or typed.trainer.allow_oversubscribe:
+        return
+    from gradsync.dist.capacity import FORCE, capacity_problem
+
+    problem = capacity_problem(cfg, typed.runner.workers)
+    if problem is not None:
+        raise ConfigError(
+            f"trainer.workers={typed.trainer.workers}: {problem}; lower trainer.workers, run it "
+            f"on a cluster (runner=slurm), or force it with {FORCE}"
+        )
 
 
 def _check_scheduler_fits_compressor(cfg: DictConfig, typed: TrainConfig) -> None:

@@ -82,6 +82,9 @@ class TrainerConfig:
     servers: int = 1
     """Parameter-server processes, started besides the workers when the scheduler uses a
     parameter server (ps_bsp, asp, ssp); they hold the global model and aggregate."""
+    allow_oversubscribe: bool = False
+    """Start a local or netem job even when it has more processes than this host's cores or
+    memory hold (``gradsync/dist/capacity.py``)."""
     colocate_server: bool = False
     """Run the servers on worker 0's host (under runner=netem: in its network namespace, so
     they share its link) instead of on hosts of their own."""

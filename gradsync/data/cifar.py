@@ -47,6 +47,11 @@ class Cifar10:
         self.verify = verify
         self.augment = augment
 
+    def known_spec(self) -> DataSpec:
+        return DataSpec(
+            task="classification", num_classes=self.num_classes, input_shape=(3, 32, 32)
+        )
+
     def load(self) -> DataSplits:
         loader = self.checked if self.verify else self.unchecked
         try:
@@ -69,9 +74,7 @@ class Cifar10:
                 "again, or dataset.verify=false to load them unchecked"
             ) from exc
         return DataSplits(
-            spec=DataSpec(
-                task="classification", num_classes=self.num_classes, input_shape=(3, 32, 32)
-            ),
+            spec=self.known_spec(),
             train=train,
             test=test,
         )

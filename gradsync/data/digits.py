@@ -24,6 +24,9 @@ class Digits:
         self.test_fraction = test_fraction
         self.split_seed = split_seed
 
+    def known_spec(self) -> DataSpec:
+        return DataSpec(task="classification", num_classes=10, input_shape=(1, 8, 8))
+
     def load(self) -> DataSplits:
         table = _digits_table()
         images = torch.tensor(table[:, :-1], dtype=torch.float32).view(-1, 1, 8, 8) / 16.0
@@ -36,7 +39,7 @@ class Digits:
         mean, std = images[train_idx].mean(), images[train_idx].std()
         images = (images - mean) / std
         return DataSplits(
-            spec=DataSpec(task="classification", num_classes=10, input_shape=(1, 8, 8)),
+            spec=self.known_spec(),
             train=TensorDataset(images[train_idx], labels[train_idx]),
             test=TensorDataset(images[test_idx], labels[test_idx]),
         )

@@ -23,6 +23,11 @@ class ImageNet:
         self.image_size = image_size
         self.augment = augment
 
+    def known_spec(self) -> DataSpec:
+        """At most ILSVRC-2012's 1000 classes (a subset of its folders only has fewer)."""
+        size = self.image_size
+        return DataSpec(task="classification", num_classes=1000, input_shape=(3, size, size))
+
     def load(self) -> DataSplits:
         train = ImageFolder(
             f"{self.root}/train",

@@ -23,12 +23,15 @@ class MNIST:
         self.root = root
         self.download = download
 
+    def known_spec(self) -> DataSpec:
+        return DataSpec(task="classification", num_classes=10, input_shape=(1, 28, 28))
+
     def load(self) -> DataSplits:
         transform = transforms.to_normalized_tensor(self.stats)
         train = self.loader(self.root, train=True, download=self.download, transform=transform)
         test = self.loader(self.root, train=False, transform=transform)
         return DataSplits(
-            spec=DataSpec(task="classification", num_classes=10, input_shape=(1, 28, 28)),
+            spec=self.known_spec(),
             train=train,
             test=test,
         )

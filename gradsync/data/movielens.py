@@ -78,6 +78,9 @@ class MovieLens:
         self.eval_negatives = eval_negatives
         self.seed = seed
 
+    def known_spec(self) -> None:
+        return None  # the numbers of users and items come from the ratings
+
     def load(self) -> DataSplits:
         path = self.root / MOVIELENS_RATINGS[self.variant]
         if self.download and not path.exists():

@@ -24,6 +24,8 @@ class DataSpec:
     num_classes: int = 0
     input_shape: tuple[int, ...] = ()
     vocab_size: int = 0
+    seq_len: int = 0
+    """Tokens per sample (language models)."""
     num_users: int = 0
     num_items: int = 0
 

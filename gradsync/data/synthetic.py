@@ -79,11 +79,16 @@ class Synthetic:
         self.vocab_size = vocab_size
         self.seed = seed
 
-    def load(self) -> DataSplits:
+    def known_spec(self) -> DataSpec:
         if self.kind == "images":
-            spec = DataSpec(
+            return DataSpec(
                 task="classification", num_classes=self.num_classes, input_shape=self.image_shape
             )
+        return DataSpec(task="language_model", vocab_size=self.vocab_size, seq_len=self.seq_len)
+
+    def load(self) -> DataSplits:
+        spec = self.known_spec()
+        if self.kind == "images":
             train, test = (
                 RandomImages(
                     size=size,
@@ -95,7 +100,6 @@ class Synthetic:
                 for split, size in enumerate(self.sizes)
             )
         else:
-            spec = DataSpec(task="language_model", vocab_size=self.vocab_size)
             train, test = (
                 RandomTokens(
                     size=size,

@@ -75,12 +75,18 @@ class WordCorpus:
         self.hub_name = hub_name
         self.hub_config = hub_config
 
+    def known_spec(self) -> DataSpec | None:
+        """With ``max_vocab``, the largest the vocabulary can be; without, only the text says."""
+        if self.max_vocab is None:
+            return None
+        return DataSpec(task="language_model", vocab_size=self.max_vocab, seq_len=self.seq_len)
+
     def load(self) -> DataSplits:
         lines = self.read_lines(["train", self.eval_split])
         train_tokens = tokenize(lines["train"])
         vocab = Vocabulary.from_tokens(train_tokens, max_vocab=self.max_vocab)
         return DataSplits(
-            spec=DataSpec(task="language_model", vocab_size=len(vocab)),
+            spec=DataSpec(task="language_model", vocab_size=len(vocab), seq_len=self.seq_len),
             train=TokenWindows(vocab.encode(train_tokens), self.seq_len),
             test=TokenWindows(vocab.encode(tokenize(lines[self.eval_split])), self.seq_len),
         )

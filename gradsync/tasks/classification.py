@@ -13,6 +13,10 @@ class ClassificationTask:
     def __init__(self, *, spec: DataSpec) -> None:
         self.top5 = spec.num_classes > 10
         self.eval_keys = ("loss_sum", "correct", "correct5", "count")
+        self.input_shape = spec.input_shape
+
+    def example_batch(self, batch_size: int) -> tuple[Tensor, ...]:
+        return torch.zeros(batch_size, *self.input_shape), torch.zeros(batch_size, dtype=torch.long)
 
     def loss(self, model: nn.Module, batch: tuple[Tensor, ...]) -> Tensor:
         inputs, targets = batch

@@ -16,6 +16,11 @@ class LanguageModelTask:
 
     def __init__(self, *, spec: DataSpec) -> None:
         self.vocab_size = spec.vocab_size
+        self.seq_len = spec.seq_len
+
+    def example_batch(self, batch_size: int) -> tuple[Tensor, ...]:
+        tokens = torch.zeros(batch_size, self.seq_len, dtype=torch.long)
+        return tokens, tokens
 
     def _token_loss(self, model: nn.Module, batch: tuple[Tensor, ...], reduction: str) -> Tensor:
         inputs, targets = batch

@@ -18,6 +18,10 @@ class RecommendationTask:
     def __init__(self, *, spec: DataSpec) -> None:
         self.num_items = spec.num_items
 
+    def example_batch(self, batch_size: int) -> tuple[Tensor, ...]:
+        ids = torch.zeros(batch_size, dtype=torch.long)
+        return ids, ids, torch.zeros(batch_size)
+
     def loss(self, model: nn.Module, batch: tuple[Tensor, ...]) -> Tensor:
         users, items, labels = batch
         return F.binary_cross_entropy_with_logits(model(users, items), labels.float())

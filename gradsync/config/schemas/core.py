@@ -113,6 +113,8 @@ class RunnerConfig:
 
     submits_through_launcher: ClassVar[bool] = False
     """True: jobs go through a Hydra launcher (a cluster's queue), so even one job is a sweep."""
+    starts_processes_here: ClassVar[bool] = False
+    """True: every process of a job runs on the host that launches it, which must hold them."""
 
     def machine_problem(self) -> str | None:
         """Why this runner cannot start jobs on this machine (one line), or None."""
@@ -128,6 +130,7 @@ class RunnerConfig:
 @dataclass
 class LocalRunnerConfig(RunnerConfig):
     _target_: str = "runners.local.LocalRunner"
+    starts_processes_here: ClassVar[bool] = True
     workers: int = II("trainer.processes")
     grace_period_s: float = 3.0
     """How long surviving workers get to exit after one fails, before they are killed."""

@@ -1,0 +1,126 @@
+"""How many processes this host can hold, checked before a job starts them here (``runner=local``,
+``runner=netem``) or ``gradsync simulate`` probes links among them.
+
+Two limits, each a one-line reason when passed:
+* cores: every process's compute threads, at most ``THREADS_PER_CORE`` per core. Past that a
+  job does not fail, it crawls: 1000 workers on 2 cores were still starting minutes later.
+* memory: each process's own memory, estimated as ``PROCESS_BASE_BYTES``, plus
+  ``MODEL_STATE_COPIES`` times the model's parameter bytes, plus the activations one training
+  batch saves for backward, against the memory available now. Both come from the model built
+  on the meta device (shapes only, nothing allocated) and one forward pass of a batch of
+  ``trainer.batch_size`` through it.
+
+Sizing the model means importing torch and the model's code (seconds on a small host), so it is
+done only for jobs with more processes than cores, where memory per process decides whether the
+host holds them; below that only the base is counted, which needs nothing imported.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+THREADS_PER_CORE = 8
+"""Compute threads per core a job may start (the repository's own runs go up to 4: eight
+workers on two cores)."""
+PROCESS_BASE_BYTES = 400 * 2**20
+"""A worker's own memory besides its model: Python, torch, gloo, a batch (measured: 380 MB
+anonymous memory for a worker training the default CNN; the libraries' mapped files are
+shared between processes and not counted)."""
+MODEL_STATE_COPIES = 5
+"""Model-sized buffers a worker holds besides activations: parameters, gradients, optimizer
+state, an error-feedback residual, flat copies for the exchange (measured peaks: GPT-2 with a
+10k vocabulary at batch 32 x 128, 6.2 GB for 357 MB of parameters and 4.2 GB of saved
+activations; ResNet-18 on CIFAR at batch 32, 0.7 GB)."""
+FORCE = "trainer.allow_oversubscribe=true"
+"""The override that skips these checks."""
+
+
+@dataclass(frozen=True)
+class Host:
+    cores: int
+    available_bytes: int | None
+    """Memory available to new processes now; None where the system does not say."""
+
+    @classmethod
+    def this(cls) -> Host:
+        try:
+            cores = len(os.sched_getaffinity(0))  # the cores this process may use
+        except AttributeError:
+            cores = os.cpu_count() or 1
+        return cls(cores=cores, available_bytes=_available_memory())
+
+
+def _available_memory() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def processes_problem(processes: int, threads: int, host: Host) -> str | None:
+    """Why ``processes`` of ``threads`` compute threads each are too many for the cores of
+    ``host`` (None: they fit)."""
+    limit = host.cores * THREADS_PER_CORE
+    if processes * threads <= limit:
+        return None
+    what = f"{processes} processes" + (f" of {threads} threads" if threads > 1 else "")
+    return (
+        f"{what} are more than this host's {host.cores} cores can run (at most {limit} "
+        f"threads, {THREADS_PER_CORE} per core)"
+    )
+
+
+def memory_problem(processes: int, process_bytes: int, host: Host) -> str | None:
+    """Why ``processes`` of ``process_bytes`` each do not fit in ``host``'s available memory."""
+    if host.available_bytes is None or processes * process_bytes <= host.available_bytes:
+        return None
+    return (
+        f"{processes} processes need about {processes * process_bytes / 2**30:.1f} GiB "
+        f"({process_bytes / 2**20:.0f} MiB each), more than the "
+        f"{host.available_bytes / 2**30:.1f} GiB of memory this host has available"
+    )
+
+
+def process_bytes(cfg: DictConfig) -> int:
+    """A worker's estimated memory: the base, plus the model's state and one batch's saved
+    activations when the dataset's shapes are known before it is read (the base otherwise)."""
+    import torch
+
+    from gradsync.config.instantiate import build
+    from gradsync.tasks import build_task
+    from gradsync.train.build import build_model
+
+    spec = build(cfg.dataset, path="dataset").known_spec()
+    if spec is None:
+        return PROCESS_BASE_BYTES
+    saved: list[int] = []
+
+    def keep_size(tensor: torch.Tensor) -> torch.Tensor:
+        saved.append(tensor.numel() * tensor.element_size())
+        return tensor
+
+    with torch.device("meta"):  # shapes only: nothing is allocated or computed
+        model = build_model(cfg, spec)
+        task = build_task(spec)
+        with torch.autograd.graph.saved_tensors_hooks(keep_size, lambda tensor: tensor):
+            task.loss(model, task.example_batch(int(cfg.trainer.batch_size)))
+    parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    return PROCESS_BASE_BYTES + MODEL_STATE_COPIES * parameter_bytes + sum(saved)
+
+
+def capacity_problem(cfg: DictConfig, processes: int, host: Host | None = None) -> str | None:
+    """Why this host cannot hold ``processes`` of the job ``cfg`` (None: it can)."""
+    host = host or Host.this()
+    threads = int(cfg.trainer.threads_per_worker)
+    problem = processes_problem(processes, threads, host)
+    problem = problem or memory_problem(processes, PROCESS_BASE_BYTES, host)
+    if problem is None and processes > host.cores:
+        problem = memory_problem(processes, process_bytes(cfg), host)
+    return problem
