@@ -22,16 +22,19 @@ from gradsync import __version__
 from gradsync.config.compose import (
     ConfigError,
     check_config,
+    check_submission,
     check_sweep,
     compose_jobs,
     defer_keys_of_swept_groups,
     launcher_overrides,
     write_resolved,
 )
+from gradsync.config.files import output_dir_problem
 from gradsync.config.instantiate import build
 from gradsync.config.schema import register_schemas
 from gradsync.metrics.summary import write_summary
 from gradsync.metrics.sweep_summary import SweepSummaryCallback, write_sweep_summary
+from gradsync.run_args import RunArgs, parse_run_args
 from gradsync.stop_signals import Stopped, stop_on_signals
 from gradsync.train.checkpoint import resolve_checkpoint
 from runners.base import Runner, WorkerFailure, worker_launch
@@ -51,27 +54,6 @@ COMMANDS = {
     "plan": "OMGS merge plans and modelled iteration times, without training: plan OVERRIDES",
     "simulate": "every compressor x scheduler predicted, and projected: simulate OVERRIDES",
 }
-# Hydra flags that print information instead of running a job: passed to Hydra untouched.
-_HYDRA_INFO_FLAGS = {
-    "--cfg",
-    "-c",
-    "--info",
-    "-i",
-    "--hydra-help",
-    "--resolve",
-    "--package",
-    "-p",
-    "--shell-completion",
-    "-sc",
-    "--config-dir",
-    "-cd",
-    "--config-name",
-    "-cn",
-    "--config-path",
-    "-cp",
-    "--experimental-rerun",
-}
-_MULTIRUN_FLAGS = {"-m", "--multirun"}
 
 
 class _Invocation:
@@ -229,10 +211,14 @@ def _run_command(args: list[str]) -> int:
         _print_run_help()
         return 0
     register_schemas()
-    if not any(a.split("=")[0] in _HYDRA_INFO_FLAGS for a in args):
-        args = _checked_args(args)
+    try:
+        run = parse_run_args(args)
+        args = _hydra_args(run)
+    except ConfigError as exc:
+        _fail(str(exc))
     _outcomes.command = shlex.join(["gradsync", "run", *args])
-    if any(a in _MULTIRUN_FLAGS for a in args):
+    multirun = "-m" in args
+    if multirun:
         positions = [i for i, a in enumerate(args) if "=" in a and not a.startswith("-")]
         deferred = defer_keys_of_swept_groups([args[i] for i in positions])
         args = list(args)
@@ -245,7 +231,7 @@ def _run_command(args: list[str]) -> int:
         if _outcomes.sweep_dir is not None:
             _summarize_stopped_sweep(stop, _outcomes.sweep_dir)
         raise
-    if any(a in _MULTIRUN_FLAGS for a in args):
+    if multirun:
         # Jobs may have run elsewhere (Slurm): count what their summaries say.
         statuses = SweepSummaryCallback.statuses
         failed = sum(status != "completed" for status in statuses)
@@ -253,6 +239,18 @@ def _run_command(args: list[str]) -> int:
             _fail(f"{failed} of {len(statuses)} jobs failed; see summary.csv", code=1)
         return 0
     return 1 if _outcomes.failed else 0
+
+
+def _hydra_args(run: RunArgs) -> list[str]:
+    """The arguments Hydra parses, once every job has been composed and checked (ConfigError
+    on a problem that concerns them all)."""
+    given = [*(["-m"] if run.multirun else []), *run.hydra_flags, *run.overrides]
+    if run.other_config:
+        return given  # the user's own config: Hydra alone can compose it
+    if run.prints_only:
+        compose_jobs(run.overrides, multirun=False, launcher_here=False)
+        return given
+    return _checked_args(run, given)
 
 
 def _summarize_stopped_sweep(stop: Stopped, sweep_dir: Path) -> None:
@@ -268,23 +266,20 @@ def _summarize_stopped_sweep(stop: Stopped, sweep_dir: Path) -> None:
     stop.reported = True
 
 
-def _checked_args(args: list[str]) -> list[str]:
-    """Compose and check every job before anything starts (exit 2 with one line on a problem
-    that concerns them all); return the arguments Hydra should parse."""
-    overrides = [a for a in args if not a.startswith("-")]
-    unknown = [a for a in args if a.startswith("-") and a not in _MULTIRUN_FLAGS]
-    if unknown:
-        _fail(f"unknown option {unknown[0]}; see gradsync run --help")
-    multirun = any(a in _MULTIRUN_FLAGS for a in args)
-    try:
-        checked = check_sweep(overrides) if multirun else _as_sweep(overrides)
-        valid = [cfg for cfg, problem in checked if problem is None]
-        if _submits_through_launcher(valid[0]):
-            # A cluster's queue takes jobs as a sweep (even one), shaped by all of them.
-            args = ["-m", *[a for a in args if a not in _MULTIRUN_FLAGS]]
-            args += launcher_overrides(valid)
-    except ConfigError as exc:
-        _fail(str(exc))
+def _checked_args(run: RunArgs, args: list[str]) -> list[str]:
+    """Compose and check every job before anything starts: its values, the output directory,
+    the cluster's acceptance of the resources. A problem of single jobs of a sweep is a warning
+    (they will be marked failed); ConfigError for one that concerns them all."""
+    checked = check_sweep(run.overrides) if run.multirun else _as_sweep(run.overrides)
+    valid = [cfg for cfg, problem in checked if problem is None]
+    launcher = _submits_through_launcher(valid[0])
+    problem = output_dir_problem(run.overrides, sweep=run.multirun or launcher)
+    if problem is not None:
+        raise ConfigError(problem)
+    if launcher:
+        # A cluster's queue takes jobs as a sweep (even one), shaped by all of them.
+        args = ["-m", *[a for a in args if a != "-m"], *launcher_overrides(valid)]
+        check_submission(valid)
     _outcomes.jobs = len(checked)
     invalid = [problem for _, problem in checked if problem is not None]
     if invalid:

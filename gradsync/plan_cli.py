@@ -98,6 +98,9 @@ def plan(cfg: DictConfig) -> str:
 
 
 def _plan(args: list[str]) -> str:
+    unknown = [arg for arg in args if arg.startswith("-")]
+    if unknown:
+        raise ConfigError(f"unknown option {unknown[0]}; see gradsync plan --help")
     (cfg,) = compose_jobs(args, multirun=False, launcher_here=False)
     if OmegaConf.select(cfg, "scheduler.rule") is None:
         raise ConfigError(

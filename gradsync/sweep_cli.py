@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from gradsync.config.compose import ConfigError, check_sweep, expand_sweep
+from gradsync.metrics.summary import DamagedSummary
 from gradsync.metrics.sweep_summary import sweep_rows, write_sweep_summary
 
 JOBS_FILE = "jobs.txt"  # what submit.sh writes the listed jobs to
@@ -29,12 +30,22 @@ def list_jobs(overrides: list[str]) -> list[str]:
 
 
 def summarize(sweep_dir: Path) -> int:
-    if not sweep_dir.is_dir():
+    if not sweep_dir.exists():
         raise ConfigError(f"sweep directory {sweep_dir} does not exist")
+    if not sweep_dir.is_dir():
+        raise ConfigError(f"{sweep_dir} is a file; give the sweep's directory")
     listed = sweep_dir / JOBS_FILE
     expected = len(listed.read_text().splitlines()) if listed.is_file() else 0
+    try:
+        rows = sweep_rows(sweep_dir, expected_jobs=expected)
+    except DamagedSummary as exc:
+        raise ConfigError(str(exc)) from None
+    if not rows:
+        raise ConfigError(
+            f"{sweep_dir} holds no jobs: a sweep directory has one numbered directory per job "
+            f"(or the {JOBS_FILE} a Slurm array lists them in)"
+        )
     path = write_sweep_summary(sweep_dir, expected_jobs=expected)
-    rows = sweep_rows(sweep_dir, expected_jobs=expected)
     for row in rows:
         line = f"job {row['job']}: {row['status']}"
         if row["status"] != "completed":
@@ -47,11 +58,11 @@ def summarize(sweep_dir: Path) -> int:
 
 
 def main(args: list[str]) -> int:
-    if not args or args[0] in ("-h", "--help"):
+    if args and args[0] in ("-h", "--help"):
         print(USAGE)
         print(__doc__.split("\n\n", 1)[1].rstrip())
-        return 0 if args else 2
-    mode, rest = args[0], args[1:]
+        return 0
+    mode, rest = (args[0], args[1:]) if args else ("", [])
     try:
         if mode == "--list":
             print("\n".join(list_jobs(rest)))

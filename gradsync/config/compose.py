@@ -108,6 +108,17 @@ def launcher_overrides(jobs: list[DictConfig]) -> list[str]:
         raise ConfigError(_first_line(str(exc))) from None
 
 
+def check_submission(jobs: list[DictConfig]) -> None:
+    """ConfigError when the cluster's queue would refuse these (valid) jobs' resources."""
+    runners = [OmegaConf.to_object(cfg.runner) for cfg in jobs]
+    try:
+        problem = type(runners[0]).submission_problem(runners)
+    except ValueError as exc:
+        raise ConfigError(_first_line(str(exc))) from None
+    if problem is not None:
+        raise ConfigError(problem)
+
+
 def _compose_and_check(
     overrides: list[str], *, multirun: bool, launcher_here: bool = True
 ) -> list[tuple[DictConfig, ConfigError | None]]:

@@ -106,6 +106,18 @@ def write_summary(
     return summary
 
 
+class DamagedSummary(ValueError):
+    """A summary.json that is not one gradsync wrote (cut short, edited, another file)."""
+
+
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / SUMMARY_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DamagedSummary(f"{path} is damaged ({exc}); remove it or the run directory") from None
+    if not isinstance(summary, dict) or "status" not in summary:
+        raise DamagedSummary(f"{path} is not a run summary (no status); remove it")
+    return summary

@@ -7,6 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from gradsync.config.files import writable_dir_problem
 from gradsync.report.document import Report, data_warnings, write_report
 from gradsync.report.naming import name_runs
 from gradsync.report.runs import ReportError, find_runs
@@ -100,6 +101,9 @@ def report(args: list[str]) -> Path:
     out = options.out or (
         options.paths[0] / "report" if len(options.paths) == 1 else Path("report")
     )
+    unwritable = writable_dir_problem(out)
+    if unwritable is not None:
+        raise ReportError(f"cannot write the report to {out}: {unwritable}; give another --out")
     document = Report(
         runs=runs,
         naming=naming,

@@ -17,7 +17,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gradsync.metrics.summary import METRICS_FILE, SUMMARY_FILE, read_metrics_file, read_summary
+from gradsync.metrics.summary import (
+    METRICS_FILE,
+    SUMMARY_FILE,
+    DamagedSummary,
+    read_metrics_file,
+    read_summary,
+)
 from gradsync.metrics.sweep_summary import job_order
 from gradsync.sweep_cli import JOBS_FILE
 
@@ -161,7 +167,10 @@ def _load_yaml(path: Path) -> Any:
 
 def load_run(path: Path) -> Run:
     records, bad_lines = read_metrics_file(path / METRICS_FILE)
-    summary = read_summary(path) if (path / SUMMARY_FILE).is_file() else None
+    try:
+        summary = read_summary(path)
+    except DamagedSummary as exc:
+        raise ReportError(str(exc)) from None
     hydra = _load_yaml(path / ".hydra" / "hydra.yaml")
     overrides = _load_yaml(path / ".hydra" / "overrides.yaml")
     choices = OmegaConf.select(hydra, "hydra.runtime.choices") if hydra is not None else None

@@ -59,6 +59,21 @@ def test_sweep_through_runner_slurm(gradsync_cmd, slurm_env, tmp_path):
     assert list((sweep_dir / ".submitit").iterdir())  # it really went through Slurm
 
 
+def test_resources_slurm_refuses_are_one_line_before_anything_is_written(
+    gradsync_cmd, slurm_env, tmp_path
+):
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli(
+        gradsync_cmd, "run", "runner=slurm", "runner.partition=nope", "trainer.max_steps=5",
+        f"hydra.sweep.dir={sweep_dir}", env=slurm_env,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith("gradsync: error: Slurm refuses the jobs' resources: ")
+    assert "invalid partition" in result.stderr and "runner.partition" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not sweep_dir.exists()
+
+
 def test_sweep_through_the_sbatch_scripts(gradsync_cmd, slurm_env, tmp_path):
     sweep_dir = tmp_path / "sweep"
     # The scripts call `gradsync` from PATH, as on a cluster where it is installed.

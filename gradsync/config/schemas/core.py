@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from omegaconf import II
 
 from gradsync.config.schema import TaskBound, TrainerConfig, require
-from runners.slurm import missing_sbatch
+from runners.slurm import missing_sbatch, refused_submission
 from runners.testbed import missing_requirement, rate_mbit
 from runners.torchrun import missing_torchrun_env
 
@@ -126,6 +126,12 @@ class RunnerConfig:
         runner config)."""
         return []
 
+    @staticmethod
+    def submission_problem(jobs: list[Any]) -> str | None:
+        """Why the cluster's queue would refuse these jobs (one line), asked before anything
+        is written; None when it would take them, or when nothing is submitted to a queue."""
+        return None
+
 
 @dataclass
 class LocalRunnerConfig(RunnerConfig):
@@ -214,6 +220,10 @@ class SlurmRunnerConfig(RunnerConfig):
 
     @staticmethod
     def launcher_overrides(jobs: list[Any]) -> list[str]:
+        return [f"hydra.launcher.tasks_per_node={SlurmRunnerConfig._tasks_per_node(jobs)}"]
+
+    @staticmethod
+    def _tasks_per_node(jobs: list[SlurmRunnerConfig]) -> int:
         # One array has one shape: every element gets the tasks of the largest job, and a job
         # with fewer workers leaves the extra tasks idle.
         nodes = {job.nodes for job in jobs}
@@ -222,8 +232,40 @@ class SlurmRunnerConfig(RunnerConfig):
                 "runner.nodes cannot differ between jobs of one Slurm sweep (one job array, "
                 "one shape); run one sweep per node count"
             )
-        per_node = max(job.workers for job in jobs) // nodes.pop()
-        return [f"hydra.launcher.tasks_per_node={per_node}"]
+        return max(job.workers for job in jobs) // nodes.pop()
+
+    @staticmethod
+    def submission_problem(jobs: list[Any]) -> str | None:
+        # Asked of Slurm itself (sbatch --test-only), with the resources the array will ask for.
+        per_node = SlurmRunnerConfig._tasks_per_node(jobs)
+        for options in dict.fromkeys(tuple(job.sbatch_options(per_node)) for job in jobs):
+            refused = refused_submission(list(options))
+            if refused is not None:
+                return (
+                    f"Slurm refuses the jobs' resources: {refused}; check runner.partition, "
+                    "runner.time_min, runner.gpus_per_node, runner.mem_gb, runner.account and "
+                    "runner.qos against the cluster (sinfo, sacctmgr)"
+                )
+        return None
+
+    def sbatch_options(self, tasks_per_node: int) -> list[str]:
+        """The resources submitit asks sbatch for (hydra.launcher in runner/slurm.yaml)."""
+        options = [
+            f"--nodes={self.nodes}",
+            f"--ntasks-per-node={tasks_per_node}",
+            f"--cpus-per-task={self.cpus_per_task}",
+            f"--time={self.time_min}",
+        ]
+        optional = {
+            "--partition": self.partition,
+            "--gpus-per-node": self.gpus_per_node,
+            "--mem": None if self.mem_gb is None else f"{self.mem_gb}GB",
+            "--account": self.account,
+            "--qos": self.qos,
+        }
+        return options + [
+            f"{flag}={value}" for flag, value in optional.items() if value is not None
+        ]
 
 
 @dataclass

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
+from gradsync.config.files import json_object_problem
 from gradsync.config.schema import require
+from gradsync.sync.choices import DEFT_PROFILE_FIELDS
 
 MERGE_REDUCTIONS = ("mean", "sum")
 
@@ -59,10 +60,14 @@ class DeftSchedulerConfig:
             self.profile_steps >= 1,
             f"scheduler.profile_steps must be >= 1, got {self.profile_steps}",
         )
-        require(
-            self.times is None or Path(self.times).is_file(),
-            f"scheduler.times: no file {self.times!r} (a deft_profile.json a run saved)",
-        )
+        if self.times is not None:
+            problem = json_object_problem(
+                self.times,
+                "scheduler.times",
+                DEFT_PROFILE_FIELDS,
+                "a deft_profile.json a run saved",
+            )
+            require(problem is None, str(problem))
         require(0 < self.epsilon < 1, f"scheduler.epsilon must be in (0, 1), got {self.epsilon}")
         require(
             self.preserver_retries >= 0,

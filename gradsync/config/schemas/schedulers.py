@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from gradsync.config.files import json_object_problem
 from gradsync.config.schema import require
 from gradsync.sync.choices import MGS_THRESHOLD, OMGS_RULE_NAMES
 
@@ -65,6 +66,14 @@ class OmgsSchedulerConfig:
             self.profile_steps >= 1,
             f"scheduler.profile_steps must be >= 1, got {self.profile_steps}",
         )
+        if self.costs is not None:
+            problem = json_object_problem(
+                self.costs,
+                "scheduler.costs",
+                ("gamma", "alpha", "beta"),
+                "a JSON file of fitted gamma, alpha and beta, as a run logs them",
+            )
+            require(problem is None, str(problem))
 
 
 SCHEMAS: dict[str, dict[str, type]] = {

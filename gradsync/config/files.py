@@ -1,0 +1,56 @@
+"""Files and directories a command is given, checked before anything runs: each problem is one
+line that names the setting to change."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+# Where Hydra writes when no override says (train.yaml), up to the first interpolation.
+DEFAULT_OUTPUT = {"hydra.run.dir": "outputs", "hydra.sweep.dir": "multirun"}
+
+
+def json_object_problem(path: str, key: str, fields: Sequence[str], what: str) -> str | None:
+    """Why the file ``key`` names is not a JSON object with ``fields`` (``what``: what the file
+    should be, for the message); None when it is."""
+    file = Path(path)
+    if not file.is_file():
+        return f"{key}: no file {path!r} ({what})"
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        return f"{key}: cannot read {path} ({exc.strerror}); give {what}"
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"{key}: {path} is not JSON ({exc}); give {what}"
+    missing = [name for name in fields if not isinstance(data, dict) or name not in data]
+    if missing:
+        return f"{key}: {path} has no {', '.join(missing)}; give {what}"
+    return None
+
+
+def output_dir_problem(overrides: Sequence[str], *, sweep: bool) -> str | None:
+    """Why the run's (or sweep's) output directory cannot be created; None when it can."""
+    key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
+    given = [text.split("=", 1)[1] for text in overrides if text.split("=", 1)[0] == key]
+    text = given[-1] if given else DEFAULT_OUTPUT[key]
+    problem = writable_dir_problem(Path(text.split("${", 1)[0] or "."))
+    return None if problem is None else f"{key}={text}: {problem}; choose another {key}"
+
+
+def writable_dir_problem(path: Path) -> str | None:
+    """Why a directory cannot be made at ``path`` (or written in, if it exists); None when it
+    can. Probes by making (and removing) a directory in the nearest one that exists, so nothing
+    is left behind."""
+    existing = path.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".gradsync-probe-", dir=existing))
+    except OSError as exc:
+        return f"cannot create a directory in {existing} ({exc.strerror})"
+    return None
