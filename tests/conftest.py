@@ -21,6 +21,16 @@ def _offline_vars(home: Path) -> dict[str, str]:
     }
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory):
+    """One cache directory for the session (sizes of models, ``gradsync/dist/capacity.py``),
+    shared by the commands the tests start and apart from the user's own."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(autouse=True)
 def _offline_env(monkeypatch, tmp_path_factory):
     for key, value in _offline_vars(tmp_path_factory.mktemp("home")).items():

@@ -10,18 +10,24 @@ Two limits, each a one-line reason when passed:
   on the meta device (shapes only, nothing allocated) and one forward pass of a batch of
   ``trainer.batch_size`` through it.
 
-Sizing the model means importing torch and the model's code (seconds on a small host), so it is
-done only for jobs with more processes than cores, where memory per process decides whether the
-host holds them; below that only the base is counted, which needs nothing imported.
+Sizing the model means importing torch and the model's code (5-8 s on a small, busy host), so
+it is done only for jobs with more processes than cores, where memory per process decides
+whether the host holds them (below that only the base is counted, which needs nothing
+imported), and each size is kept in a small cache (``footprints.json`` in the user's cache
+directory), so the jobs of a sweep, and later runs of the same model, batch and versions, do
+not pay for it again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 THREADS_PER_CORE = 8
 """Compute threads per core a job may start (the repository's own runs go up to 4: eight
@@ -89,6 +95,52 @@ def memory_problem(processes: int, process_bytes: int, host: Host) -> str | None
 
 
 def process_bytes(cfg: DictConfig) -> int:
+    """A worker's estimated memory (``model_footprint``), from the cache when it was sized
+    before."""
+    key = _footprint_key(cfg)
+    cache = _cache_file()
+    known = _read_cache(cache)
+    if key not in known:
+        known[key] = model_footprint(cfg)
+        _write_cache(cache, known)
+    return int(known[key])
+
+
+def _footprint_key(cfg: DictConfig) -> str:
+    """What a footprint depends on: the model and dataset settings, the batch, the versions."""
+    parts = [
+        OmegaConf.to_yaml(cfg.model, resolve=True),
+        OmegaConf.to_yaml(cfg.dataset, resolve=True),
+        str(cfg.trainer.batch_size),
+        *(metadata.version(package) for package in ("gradsync", "torch")),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def _cache_file() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "gradsync" / "footprints.json"
+
+
+def _read_cache(path: Path) -> dict[str, int]:
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # none yet, or damaged: sized again
+    return known if isinstance(known, dict) else {}
+
+
+def _write_cache(path: Path, known: dict[str, int]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(known), encoding="utf-8")
+        os.replace(partial, path)  # a concurrent writer's entries may be lost: sized again
+    except OSError:
+        pass  # a read-only home: size it again next time
+
+
+def model_footprint(cfg: DictConfig) -> int:
     """A worker's estimated memory: the base, plus the model's state and one batch's saved
     activations when the dataset's shapes are known before it is read (the base otherwise)."""
     import torch

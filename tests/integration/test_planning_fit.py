@@ -3,6 +3,8 @@ planning steps run for real on shaped links, and only jobs that fit in place are
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gradsync.config.compose import compose_jobs
@@ -41,12 +43,14 @@ def test_the_planning_steps_of_the_real_job_give_its_fit():
 @pytest.mark.parametrize(
     ("scheduler", "job"),
     [
-        ("omgs", lambda: _job("compressor.exchange=union")),  # all-reduced: microbenchmarked
-        ("omgs", lambda: _job(runner=("runner=local",))),  # no shaper to distort the fit
-        ("omgs", lambda: _job("scheduler.costs=costs.json")),  # given its costs, it fits none
-        ("mgs", lambda: _job(scheduler="mgs")),  # plans by size
+        ("omgs", lambda costs: _job("compressor.exchange=union")),  # all-reduced: microbenchmarked
+        ("omgs", lambda costs: _job(runner=("runner=local",))),  # no shaper to distort the fit
+        ("omgs", lambda costs: _job(f"scheduler.costs={costs}")),  # given its costs, fits none
+        ("mgs", lambda costs: _job(scheduler="mgs")),  # plans by size
     ],
     ids=["allreducible", "unshaped", "costs-given", "not-omgs"],
 )
-def test_only_jobs_that_fit_on_shaped_links_are_replayed(scheduler, job):
-    assert not fits_here(scheduler, job())
+def test_only_jobs_that_fit_on_shaped_links_are_replayed(scheduler, job, tmp_path):
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"gamma": 1e-3, "alpha": 1e-4, "beta": 1e-8}))
+    assert not fits_here(scheduler, job(costs))

@@ -12,6 +12,7 @@ from gradsync.dist.capacity import (
     Host,
     capacity_problem,
     memory_problem,
+    model_footprint,
     process_bytes,
     processes_problem,
 )
@@ -56,8 +57,26 @@ def test_the_estimate_grows_with_the_model_and_the_batch():
 def test_gpt2_activations_count_beside_its_parameters():
     """Measured: one GPT-2 worker (10k vocabulary, batch 32 x 128) peaks at 6.2 GB, mostly
     activations, though its parameters are 357 MB."""
-    estimate = process_bytes(_job("model=gpt2", "dataset=synthetic", "dataset.kind=tokens"))
+    estimate = model_footprint(_job("model=gpt2", "dataset=synthetic", "dataset.kind=tokens"))
     assert 5 * GIB < estimate < 8 * GIB
+
+
+def test_a_footprint_is_sized_once_and_then_read_from_the_cache(tmp_path, monkeypatch):
+    from gradsync.dist import capacity
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cfg = _job("model=cnn", "dataset=synthetic")
+    sized = process_bytes(cfg)
+    assert sized == model_footprint(cfg)
+    assert (tmp_path / "gradsync" / "footprints.json").is_file()
+
+    def not_again(cfg):
+        raise AssertionError("sized again")
+
+    monkeypatch.setattr(capacity, "model_footprint", not_again)
+    assert process_bytes(cfg) == sized
+    with pytest.raises(AssertionError, match="sized again"):  # another batch is another size
+        process_bytes(_job("model=cnn", "dataset=synthetic", "trainer.batch_size=64"))
 
 
 def test_memory_is_sized_from_the_model_only_past_one_process_per_core():
