@@ -82,6 +82,7 @@ def run_job(cfg: DictConfig) -> None:
     write_resolved(cfg, config_path)
     started = time.time()
     stopped: Stopped | None = None
+    runner: Runner | None = None
     try:
         check_config(cfg)  # in a sweep, a job with a bad value fails on its own
         runner = build(cfg.runner, path="runner")
@@ -93,6 +94,8 @@ def run_job(cfg: DictConfig) -> None:
     except ConfigError as exc:
         status, error = "failed", str(exc)
     except Stopped as stop:  # workers stopped (or never started); say so in the summary
+        if runner is not None and not runner.reports_outcome:
+            raise  # task 0 of this job (under srun or torchrun) writes the summary
         stopped, status, error = stop, stop.status, stop.reason
     else:
         if not runner.reports_outcome:
@@ -112,9 +115,11 @@ def run_job(cfg: DictConfig) -> None:
         log.info(_summary_line(summary))
         return
     _outcomes.failed += 1
-    log.error(f"gradsync: error: {error} (run dir: {run_dir})")
+    in_sweep = _outcomes.sweep_dir is not None
+    if stopped is None or not in_sweep:  # a stopped sweep says it once, for all its jobs
+        log.error(f"gradsync: error: {error} (run dir: {run_dir})")
     if stopped is not None:
-        stopped.reported = True
+        stopped.reported = not in_sweep
         raise stopped  # no further job of a sweep starts
 
 
@@ -245,10 +250,10 @@ def _hydra_args(run: RunArgs) -> list[str]:
     """The arguments Hydra parses, once every job has been composed and checked (ConfigError
     on a problem that concerns them all)."""
     given = [*(["-m"] if run.multirun else []), *run.hydra_flags, *run.overrides]
-    if run.other_config:
-        return given  # the user's own config: Hydra alone can compose it
+    if run.hydra_only:
+        return given
     if run.prints_only:
-        compose_jobs(run.overrides, multirun=False, launcher_here=False)
+        compose_jobs(run.overrides, multirun=False, launcher_here=False, machine=False)
         return given
     return _checked_args(run, given)
 

@@ -13,8 +13,9 @@ from gradsync.config.compose import ConfigError
 INFO_CHOICES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
 # Hydra's flags that print instead of running (one composition each, so not with -m).
 PRINTING = ("cfg", "info", "shell_completion")
-# Hydra's flags that make it compose another config than gradsync's own.
-OTHER_CONFIG = ("config_path", "config_name", "config_dir")
+# Hydra's flags after which Hydra alone reads the arguments: another config than gradsync's
+# own, or shell completion (whose arguments are a query, not overrides).
+HYDRA_ONLY = ("config_path", "config_name", "config_dir", "shell_completion")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,8 +63,8 @@ class RunArgs:
     """Hydra's own flags, checked, to hand on to Hydra."""
     prints_only: bool
     """Hydra prints something (a config, its help) and nothing runs."""
-    other_config: bool
-    """Hydra composes a config of the user's (-cp/-cn/-cd): gradsync does not check it."""
+    hydra_only: bool
+    """Hydra alone reads the arguments (-cp/-cn/-cd, --shell-completion): none are checked."""
 
 
 def parse_run_args(args: list[str]) -> RunArgs:
@@ -85,5 +86,5 @@ def parse_run_args(args: list[str]) -> RunArgs:
         multirun=parsed.multirun,
         hydra_flags=flags,
         prints_only=bool(printing) or parsed.hydra_help,
-        other_config=any(getattr(parsed, name) for name in OTHER_CONFIG),
+        hydra_only=any(getattr(parsed, name) for name in HYDRA_ONLY),
     )

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 from gradsync.config.compose import ConfigError, check_sweep, expand_sweep
-from gradsync.metrics.summary import DamagedSummary
 from gradsync.metrics.sweep_summary import sweep_rows, write_sweep_summary
 
 JOBS_FILE = "jobs.txt"  # what submit.sh writes the listed jobs to
@@ -24,8 +23,9 @@ USAGE = "usage: gradsync sweep --list OVERRIDE... | gradsync sweep --summarize S
 
 def list_jobs(overrides: list[str]) -> list[str]:
     """One shell-quoted line of overrides per job. ConfigError if a job cannot be composed
-    or none is valid; a job with an invalid value is listed and fails when it runs."""
-    check_sweep(overrides)
+    or none is valid; a job with an invalid value is listed and fails when it runs. The jobs
+    run on the cluster's nodes, so whether this host could start them is not asked."""
+    check_sweep(overrides, launcher_here=False)
     return [shlex.join(job) for job in expand_sweep(overrides)]
 
 
@@ -36,16 +36,13 @@ def summarize(sweep_dir: Path) -> int:
         raise ConfigError(f"{sweep_dir} is a file; give the sweep's directory")
     listed = sweep_dir / JOBS_FILE
     expected = len(listed.read_text().splitlines()) if listed.is_file() else 0
-    try:
-        rows = sweep_rows(sweep_dir, expected_jobs=expected)
-    except DamagedSummary as exc:
-        raise ConfigError(str(exc)) from None
+    rows = sweep_rows(sweep_dir, expected_jobs=expected)
     if not rows:
         raise ConfigError(
             f"{sweep_dir} holds no jobs: a sweep directory has one numbered directory per job "
             f"(or the {JOBS_FILE} a Slurm array lists them in)"
         )
-    path = write_sweep_summary(sweep_dir, expected_jobs=expected)
+    path = write_sweep_summary(sweep_dir, rows)
     for row in rows:
         line = f"job {row['job']}: {row['status']}"
         if row["status"] != "completed":

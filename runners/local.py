@@ -128,6 +128,12 @@ class LocalRunner:
 
     def run(self, launch: Launch) -> None:
         scratch = Path(tempfile.mkdtemp(prefix="gradsync-"))
+        try:
+            self._run_workers(launch, scratch)
+        finally:  # whatever ended the job, a signal too
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _run_workers(self, launch: Launch, scratch: Path) -> None:
         procs: list[subprocess.Popen[bytes]] = []
         forwarders: list[_Forwarder] = []
         terminal = _Terminal()
@@ -156,11 +162,8 @@ class LocalRunner:
         finally:
             for forwarder in forwarders:
                 forwarder.join(timeout=5)
-        try:
-            if first_failures:
-                raise self._failure(first_failures, scratch)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        if first_failures:
+            raise self._failure(first_failures, scratch)
 
     def _worker_env(self, launch: Launch, rank: int, scratch: Path, port: int) -> dict[str, str]:
         env = dict(os.environ)

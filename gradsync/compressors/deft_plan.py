@@ -2,7 +2,7 @@
 
 * ``partition_layers``: two-stage partitioning of the flattened gradient into candidate layers.
 * ``assign_local_k``: norm-proportional local k per layer (floor rounding, at least 1, at most
-  the layer's size; optionally summing to exactly k).
+  the layer's size; optionally summing to exactly k, where a layer with a zero norm may get 0).
 * ``lpt_bins``: longest-processing-time bin packing of layers onto workers by selection cost,
   with fully selected ("common") layers kept out of the bins.
 * ``bin_for_rank``: which bin a worker takes at a step (the mapping rotates with the decision
@@ -77,12 +77,12 @@ def _exact_local_k(
 ) -> list[int]:
     """The reference rounding, kept to the sum k by two bounds on each layer's share.
 
-    Every layer's floor is one element; when k cannot cover one per layer, layers with a zero
-    norm (nothing to select) give theirs up first. While layer j is assigned, one floor is held
-    back for each layer still to come (so tail layers forced up to their floor cannot push the
-    sum past k), and j takes at least what the later layers cannot hold (so caps at the tail
-    cannot leave the sum short). The remaining norm is summed afresh from the smallest layer up,
-    so the last layer with a non-zero norm gets exactly what is left.
+    Every layer's floor is one element, except that when k cannot cover one per layer, the
+    layers with a zero norm (nothing to select) have none. While layer j is assigned, one
+    floor is held back for each layer still to come (so tail layers forced up to their floor
+    cannot push the sum past k), and j takes at least what the later layers cannot hold (so
+    caps at the tail cannot leave the sum short). The remaining norm is summed afresh from the
+    smallest layer up, so the last layer with a non-zero norm gets exactly what is left.
     """
     count = len(order)
     floors = [1 if norms[j] > 0 or k >= count else 0 for j in range(count)]

@@ -9,6 +9,11 @@ gradient's own type, because the schedulers average after they combine; a narrow
 most 11 significant bits, so that product and the schedulers' division are exact in float32
 and the result equals the hook's. Rounding loses at most half a unit in the last place of the
 narrow type per element, so no error feedback is kept by default.
+
+A parameter server (ps_bsp, asp, ssp) sums pushes in float32, so the division is not needed
+there; it is kept (the server multiplies back with the worker's context) so that one payload
+means the same on every path. It only costs values below fp16's subnormal range times the
+number of workers, far below any gradient that moves a model.
 """
 
 from __future__ import annotations

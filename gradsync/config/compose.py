@@ -67,24 +67,30 @@ def defer_keys_of_swept_groups(overrides: list[str]) -> list[str]:
 
 
 def compose_jobs(
-    overrides: list[str], *, multirun: bool, launcher_here: bool = True
+    overrides: list[str], *, multirun: bool, launcher_here: bool = True, machine: bool = True
 ) -> list[DictConfig]:
     """The composed config of every job, each checked; ConfigError on the first problem.
-    ``launcher_here=False``: for a command that starts no workers (``gradsync plan``)."""
-    checked = _compose_and_check(overrides, multirun=multirun, launcher_here=launcher_here)
+    ``launcher_here=False``: for a command that starts no workers (``gradsync plan``);
+    ``machine=False``: for one that only shows the config (see ``check_config``)."""
+    checked = _compose_and_check(
+        overrides, multirun=multirun, launcher_here=launcher_here, machine=machine
+    )
     for _, problem in checked:
         if problem is not None:
             raise problem
     return [cfg for cfg, _ in checked]
 
 
-def check_sweep(overrides: list[str]) -> list[tuple[DictConfig, ConfigError | None]]:
+def check_sweep(
+    overrides: list[str], *, launcher_here: bool = True
+) -> list[tuple[DictConfig, ConfigError | None]]:
     """Each job's config and problem (None: fine) for a -m command, in job order.
 
     ConfigError is raised when a job cannot even be composed (an unknown option or key, a
     malformed value: a typo to fix before anything runs) and when no job is valid. Otherwise a
-    job whose values fail the checks is left to fail on its own while the others run."""
-    checked = _compose_and_check(overrides, multirun=True)
+    job whose values fail the checks is left to fail on its own while the others run.
+    ``launcher_here=False``: the jobs will be started elsewhere (see ``check_config``)."""
+    checked = _compose_and_check(overrides, multirun=True, launcher_here=launcher_here)
     problems = [problem for _, problem in checked]
     if all(p is not None for p in problems):
         raise problems[0]  # type: ignore[misc]
@@ -120,7 +126,7 @@ def check_submission(jobs: list[DictConfig]) -> None:
 
 
 def _compose_and_check(
-    overrides: list[str], *, multirun: bool, launcher_here: bool = True
+    overrides: list[str], *, multirun: bool, launcher_here: bool = True, machine: bool = True
 ) -> list[tuple[DictConfig, ConfigError | None]]:
     register_schemas()
     jobs = expand_sweep(overrides) if multirun else [overrides]
@@ -129,7 +135,7 @@ def _compose_and_check(
         for job in jobs:
             cfg = _compose(job, multirun=multirun)
             try:
-                check_config(cfg, launcher_here=launcher_here)
+                check_config(cfg, launcher_here=launcher_here, machine=machine)
                 checked.append((cfg, None))
             except ConfigError as exc:
                 checked.append((cfg, exc))
@@ -147,27 +153,31 @@ def _compose(overrides: list[str], *, multirun: bool) -> DictConfig:
         raise ConfigError(_first_line(str(exc))) from None
 
 
-def check_config(cfg: DictConfig, *, launcher_here: bool = True) -> None:
-    """Range checks of the schemas plus checks against this machine. ``launcher_here=False``
-    leaves out whether the runner can start here (root for netem, sbatch for slurm, torchrun's
-    environment), for checking configs meant for elsewhere."""
+def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool = True) -> None:
+    """Range checks of the schemas, then checks against this machine, then whether the runner
+    can start the job here. ``launcher_here=False`` leaves out the last (root for netem, sbatch
+    for slurm, torchrun's environment, room for the processes), for configs meant for
+    elsewhere; ``machine=False`` also the device, the dataset's files and the checkpoint to
+    resume, for a command that only shows the config."""
     _check_known_keys(cfg, "")
     try:
         typed = OmegaConf.to_object(cfg)  # builds the schema dataclasses: runs __post_init__
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         raise ConfigError(_first_line(str(exc))) from None
     except OmegaConfBaseException as exc:
         raise ConfigError(_first_line(str(exc))) from None
     assert isinstance(typed, TrainConfig)
-    _check_device(typed)
-    if launcher_here:
-        _check_runner(typed)
-        _check_host_capacity(cfg, typed)
-    _check_resume(typed)
     _check_model_fits_dataset(typed)
-    _check_dataset(typed)
     _check_scheduler_fits_compressor(cfg, typed)
     _check_parameter_server(cfg, typed)
+    if not machine:
+        return
+    _check_device(typed)
+    _check_resume(typed)
+    _check_dataset(typed)
+    if launcher_here:
+        _check_runner(typed)
+        _check_host_capacity(cfg, typed)  # last: it may size the model, which must fit its data
 
 
 def _check_parameter_server(cfg: DictConfig, typed: TrainConfig) -> None:

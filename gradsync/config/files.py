@@ -9,18 +9,16 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-# Where Hydra writes when no override says (train.yaml), up to the first interpolation.
-DEFAULT_OUTPUT = {"hydra.run.dir": "outputs", "hydra.sweep.dir": "multirun"}
+ROOT_CONFIG_FILE = Path(__file__).resolve().parents[1] / "conf" / "train.yaml"
 
 
 def json_object_problem(path: str, key: str, fields: Sequence[str], what: str) -> str | None:
     """Why the file ``key`` names is not a JSON object with ``fields`` (``what``: what the file
     should be, for the message); None when it is."""
-    file = Path(path)
-    if not file.is_file():
-        return f"{key}: no file {path!r} ({what})"
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (FileNotFoundError, IsADirectoryError):
+        return f"{key}: no file {path!r} ({what})"
     except OSError as exc:
         return f"{key}: cannot read {path} ({exc.strerror}); give {what}"
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -32,12 +30,27 @@ def json_object_problem(path: str, key: str, fields: Sequence[str], what: str) -
 
 
 def output_dir_problem(overrides: Sequence[str], *, sweep: bool) -> str | None:
-    """Why the run's (or sweep's) output directory cannot be created; None when it can."""
+    """Why the run's (or sweep's) output directory cannot be created; None when it can. Its
+    part before the first interpolation (``${now:...}``) is what is probed."""
     key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
-    given = [text.split("=", 1)[1] for text in overrides if text.split("=", 1)[0] == key]
-    text = given[-1] if given else DEFAULT_OUTPUT[key]
+    given = [
+        value.strip("'\"")
+        for name, _, value in (text.partition("=") for text in overrides)
+        if name.lstrip("+~") == key
+    ]
+    text = given[-1] if given else _default_output(key)
     problem = writable_dir_problem(Path(text.split("${", 1)[0] or "."))
     return None if problem is None else f"{key}={text}: {problem}; choose another {key}"
+
+
+def _default_output(key: str) -> str:
+    """Where Hydra writes when no override says: the root config's setting, unresolved."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.to_container(OmegaConf.load(ROOT_CONFIG_FILE), resolve=False)
+    for part in key.split("."):
+        node = node[part]  # type: ignore[index]
+    return str(node)
 
 
 def writable_dir_problem(path: Path) -> str | None:
@@ -45,12 +58,12 @@ def writable_dir_problem(path: Path) -> str | None:
     can. Probes by making (and removing) a directory in the nearest one that exists, so nothing
     is left behind."""
     existing = path.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"{existing} is a file, not a directory"
     try:
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            return f"{existing} is a file, not a directory"
         os.rmdir(tempfile.mkdtemp(prefix=".gradsync-probe-", dir=existing))
-    except OSError as exc:
+    except OSError as exc:  # no permission to look (or to make one) there
         return f"cannot create a directory in {existing} ({exc.strerror})"
     return None

@@ -15,7 +15,8 @@ it is done only for jobs with more processes than cores, where memory per proces
 whether the host holds them (below that only the base is counted, which needs nothing
 imported), and each size is kept in a small cache (``footprints.json`` in the user's cache
 directory), so the jobs of a sweep, and later runs of the same model, batch and versions, do
-not pay for it again.
+not pay for it again. (A model edited in place under the same version keeps its old size
+until that file is removed.)
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
+
+from gradsync.metrics.summary import package_versions
 
 THREADS_PER_CORE = 8
 """Compute threads per core a job may start (the repository's own runs go up to 4: eight
@@ -60,14 +62,32 @@ class Host:
         return cls(cores=cores, available_bytes=_available_memory())
 
 
+# A container's (or a Slurm job's) own memory limit and use: cgroup v2, then v1.
+CGROUP_MEMORY = (
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+)
+
+
 def _available_memory() -> int | None:
+    """The host's available memory, or the room left under this process's cgroup limit when
+    that is smaller (a container, a Slurm allocation)."""
+    available = []
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
+                available.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError):
         pass
-    return None
+    for limit_file, usage_file in CGROUP_MEMORY:
+        try:
+            limit, usage = (Path(f).read_text().strip() for f in (limit_file, usage_file))
+            if limit != "max":
+                available.append(max(0, int(limit) - int(usage)))
+            break
+        except (OSError, ValueError):
+            continue
+    return min(available) if available else None
 
 
 def processes_problem(processes: int, threads: int, host: Host) -> str | None:
@@ -101,9 +121,12 @@ def process_bytes(cfg: DictConfig) -> int:
     cache = _cache_file()
     known = _read_cache(cache)
     if key not in known:
-        known[key] = model_footprint(cfg)
+        try:
+            known[key] = model_footprint(cfg)
+        except Exception:  # a model that fails on its shapes: its worker will say why
+            return PROCESS_BASE_BYTES
         _write_cache(cache, known)
-    return int(known[key])
+    return known[key]
 
 
 def _footprint_key(cfg: DictConfig) -> str:
@@ -112,7 +135,7 @@ def _footprint_key(cfg: DictConfig) -> str:
         OmegaConf.to_yaml(cfg.model, resolve=True),
         OmegaConf.to_yaml(cfg.dataset, resolve=True),
         str(cfg.trainer.batch_size),
-        *(metadata.version(package) for package in ("gradsync", "torch")),
+        json.dumps(package_versions(), sort_keys=True),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
@@ -127,7 +150,9 @@ def _read_cache(path: Path) -> dict[str, int]:
         known = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}  # none yet, or damaged: sized again
-    return known if isinstance(known, dict) else {}
+    if not isinstance(known, dict):
+        return {}
+    return {key: value for key, value in known.items() if isinstance(value, int)}
 
 
 def _write_cache(path: Path, known: dict[str, int]) -> None:
@@ -149,7 +174,8 @@ def model_footprint(cfg: DictConfig) -> int:
     from gradsync.tasks import build_task
     from gradsync.train.build import build_model
 
-    spec = build(cfg.dataset, path="dataset").known_spec()
+    dataset = build(cfg.dataset, path="dataset")
+    spec = dataset.known_spec() if hasattr(dataset, "known_spec") else None
     if spec is None:
         return PROCESS_BASE_BYTES
     saved: list[int] = []

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from gradsync.metrics.summary import read_summary
+from gradsync.metrics.summary import DamagedSummary, read_summary
 
 SWEEP_FILE = "summary.csv"
 log = logging.getLogger("gradsync")
@@ -33,26 +33,30 @@ def sweep_rows(sweep_dir: Path, *, expected_jobs: int = 0) -> list[dict[str, Any
     never started (status ``missing``)."""
     rows = []
     for job_dir in _job_dirs(sweep_dir, expected_jobs):
-        summary = read_summary(job_dir) or {
-            "status": "missing",
-            "error": "no summary.json: the job was killed or never started",
-            "overrides": [],
-            "final": {},
-        }
+        try:
+            summary = read_summary(job_dir) or {
+                "status": "missing",
+                "error": "no summary.json: the job was killed or never started",
+            }
+        except DamagedSummary as exc:
+            summary = {"status": "damaged", "error": str(exc)}
         row: dict[str, Any] = {
             "job": job_dir.name,
-            "overrides": " ".join(summary.get("overrides", [])),
+            "overrides": " ".join(summary.get("overrides") or []),
             "status": summary["status"],
             "error": summary.get("error") or "",
         }
-        row.update(summary.get("final", {}))
+        row.update(summary.get("final") or {})
         row["run_dir"] = str(job_dir)
         rows.append(row)
     return rows
 
 
-def write_sweep_summary(sweep_dir: Path, *, expected_jobs: int = 0) -> Path:
-    rows = sweep_rows(sweep_dir, expected_jobs=expected_jobs)
+def write_sweep_summary(
+    sweep_dir: Path, rows: list[dict[str, Any]] | None = None, *, expected_jobs: int = 0
+) -> Path:
+    """``summary.csv`` of ``rows`` (by default, ``sweep_rows`` of the directory)."""
+    rows = sweep_rows(sweep_dir, expected_jobs=expected_jobs) if rows is None else rows
     fixed = ["job", "overrides", "status", "error"]
     metric_keys = sorted({k for row in rows for k in row} - {*fixed, "run_dir"})
     path = sweep_dir / SWEEP_FILE
@@ -70,6 +74,7 @@ class SweepSummaryCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        path = write_sweep_summary(sweep_dir)
-        SweepSummaryCallback.statuses = [row["status"] for row in sweep_rows(sweep_dir)]
+        rows = sweep_rows(sweep_dir)
+        path = write_sweep_summary(sweep_dir, rows)
+        SweepSummaryCallback.statuses = [row["status"] for row in rows]
         log.info(f"sweep summary: {path}")

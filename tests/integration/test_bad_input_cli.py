@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from runners.slurm import missing_sbatch
 from tests.helpers.cli import run_cli
 
 MARKER = "GRADSYNC_BAD_INPUT_CASE"
@@ -39,9 +40,16 @@ CASES = [
     (["run", "-m", "compressor=topk,nope"], "unknown compressor 'nope'"),
     # run: impossible combinations, this machine
     (["run", "scheduler=osp", "compressor=topk"], "use compressor=none"),
-    (["run", "model=gpt2", "dataset=digits"], "pick a matching model= / dataset= pair"),
+    (  # more processes than cores: the mismatch is found before the model is sized
+        ["run", "model=gpt2", "dataset=digits", "trainer.workers=4"],
+        "pick a matching model= / dataset= pair",
+    ),
     (["run", "trainer.workers=1000"], "force it with trainer.allow_oversubscribe=true"),
-    (["run", "runner=slurm", "runner.partition=nope"], "Slurm"),
+    (
+        ["run", "runner=slurm", "runner.partition=nope"],
+        # Asked of Slurm (sbatch --test-only): a cluster, or a host that is none, refuses it.
+        "Slurm refuses the jobs' resources" if missing_sbatch() is None else "sbatch on PATH",
+    ),
     pytest.param(["run", "trainer.device=cuda"], "use trainer.device=cpu", marks=NO_CUDA),
     # run: files and directories
     (["run", "hydra.run.dir=/proc/gradsync"], "choose another hydra.run.dir"),
@@ -170,6 +178,18 @@ def test_bad_input_is_one_line_and_exit_code_2(outcomes, args, message):
     assert message in lines[0]
     assert outcome["left_in_cwd"] == []
     assert outcome["running"] == []
+
+
+@NO_CUDA
+def test_printing_the_config_is_not_held_to_this_machine(gradsync_cmd, cli_env, tmp_path):
+    """--cfg runs nothing, so a job meant for a GPU node prints on a login node."""
+    result = subprocess.run(
+        [*gradsync_cmd, "run", "--cfg", "job", "trainer.device=cuda", "trainer.workers=64"],
+        cwd=tmp_path, env=cli_env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "device: cuda" in result.stdout and "workers: 64" in result.stdout
+    assert os.listdir(tmp_path) == []
 
 
 def test_there_are_at_least_30_cases_over_every_command():

@@ -5,13 +5,12 @@ from __future__ import annotations
 import csv
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 
 from tests.helpers.cli import metrics, run_cli, summary
-from tests.helpers.jobs import start_long_job, workers_of
+from tests.helpers.jobs import scratch_of, start_job, start_long_job, workers_of
 
 
 def test_injected_failure_stops_the_job_and_names_the_rank(gradsync_cmd, cli_env, tmp_path):
@@ -138,6 +137,7 @@ def test_a_stop_signal_stops_every_worker_and_records_it(
 ):
     run_dir = tmp_path / "run"
     job = start_long_job(gradsync_cmd, cli_env, run_dir)
+    scratch = scratch_of(run_dir)
     try:
         job.send_signal(signum)  # to the launcher, as Ctrl-C or `timeout` would
         stopped = time.monotonic()
@@ -150,7 +150,7 @@ def test_a_stop_signal_stops_every_worker_and_records_it(
     last = stderr.strip().splitlines()[-1]
     assert last == f"gradsync: error: {reason} (run dir: {run_dir})"
     assert "Traceback" not in stderr
-    assert workers_of(run_dir) == {}
+    assert workers_of(run_dir) == {} and not scratch.exists()
     s = summary(run_dir)
     assert s["status"] == status and s["exit_code"] == code and s["error"] == reason
     assert metrics(run_dir) and s["final"]["train/loss"] == metrics(run_dir)[-1]["train/loss"]
@@ -159,36 +159,20 @@ def test_a_stop_signal_stops_every_worker_and_records_it(
 def test_sigterm_during_a_sweep_stops_it_and_summarizes_every_job(gradsync_cmd, cli_env, tmp_path):
     """Job 0 completes, job 1 is stopped while it trains, job 2 never starts."""
     sweep = tmp_path / "sweep"
-    job = subprocess.Popen(
-        [
-            *gradsync_cmd,
-            "run",
-            "-m",
-            "trainer.max_steps=4,100000,4",
-            "trainer.log_every=1",
-            "trainer.checkpoint=false",
-            f"hydra.sweep.dir={sweep}",
-        ],
-        env=cli_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    args = ["-m", "trainer.max_steps=4,100000,4", "trainer.epochs=500", f"hydra.sweep.dir={sweep}"]
+    job = start_job(gradsync_cmd, cli_env, args, sweep / "1")
     try:
-        deadline = time.monotonic() + 120
-        while not (sweep / "1" / "metrics.jsonl").is_file() or not metrics(sweep / "1"):
-            assert job.poll() is None and time.monotonic() < deadline, job.stderr
-            time.sleep(0.2)
         job.send_signal(signal.SIGTERM)
         _, stderr = job.communicate(timeout=30)
     finally:
         if job.poll() is None:
             job.kill()
     assert job.returncode == 143
-    assert stderr.strip().splitlines()[-1] == (
+    errors = [line for line in stderr.splitlines() if line.startswith("gradsync: error:")]
+    assert errors == [  # one line for the whole sweep
         "gradsync: error: terminated by SIGTERM; 1 of 3 jobs of the sweep completed; "
         f"see {sweep / 'summary.csv'}"
-    )
+    ]
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     assert [(r["job"], r["status"]) for r in rows] == [
         ("0", "completed"),

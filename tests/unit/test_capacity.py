@@ -70,13 +70,13 @@ def test_a_footprint_is_sized_once_and_then_read_from_the_cache(tmp_path, monkey
     assert sized == model_footprint(cfg)
     assert (tmp_path / "gradsync" / "footprints.json").is_file()
 
-    def not_again(cfg):
-        raise AssertionError("sized again")
-
-    monkeypatch.setattr(capacity, "model_footprint", not_again)
-    assert process_bytes(cfg) == sized
-    with pytest.raises(AssertionError, match="sized again"):  # another batch is another size
-        process_bytes(_job("model=cnn", "dataset=synthetic", "trainer.batch_size=64"))
+    sized_again = []
+    monkeypatch.setattr(capacity, "model_footprint", lambda cfg: sized_again.append(cfg) or 7)
+    assert process_bytes(cfg) == sized and sized_again == []
+    # Another batch is another size; a model that cannot be sized counts as the base.
+    assert process_bytes(_job("model=cnn", "dataset=synthetic", "trainer.batch_size=64")) == 7
+    monkeypatch.setattr(capacity, "model_footprint", lambda cfg: 1 / 0)
+    assert process_bytes(_job("model=mlp", "dataset=synthetic")) == PROCESS_BASE_BYTES
 
 
 def test_memory_is_sized_from_the_model_only_past_one_process_per_core():

@@ -67,8 +67,9 @@ class CLTKConfig(SparsifierConfig):
 class DEFTConfig(SparsifierConfig):
     _target_: str = "gradsync.compressors.deft.DEFTCompressor"
     exact_k: bool = False
-    """false: the authors' floor rounding (the local k's may miss k by a few); true: they add up
-    to exactly k whenever k >= the number of layers."""
+    """false: the authors' floor rounding (the local k's may pass k by the layers forced up to
+    one element); true: they add up to exactly k whenever k >= the number of layers with a
+    non-zero gradient norm."""
 
 
 SCHEMAS: dict[str, dict[str, type]] = {
