@@ -29,7 +29,7 @@ from gradsync.config.compose import (
     launcher_overrides,
     write_resolved,
 )
-from gradsync.config.files import output_dir_problem
+from gradsync.config.files import ROOT_CONFIG_FILE, output_dir_problem
 from gradsync.config.instantiate import build
 from gradsync.config.schema import register_schemas
 from gradsync.metrics.summary import write_summary
@@ -179,7 +179,7 @@ def _groups_text() -> str:
     from gradsync.config.discovery import group_options
 
     lines = ["config groups (group=option; * marks the default):"]
-    defaults = OmegaConf.load(Path(__file__).parent / "conf" / "train.yaml").defaults
+    defaults = OmegaConf.load(ROOT_CONFIG_FILE).defaults
     chosen = {k: v for d in defaults if isinstance(d, DictConfig | dict) for k, v in d.items()}
     for group, options in group_options().items():
         shown = [f"{o}*" if chosen.get(group) == o else o for o in options]

@@ -307,7 +307,7 @@ def _check_probe_fits_here(cfg: DictConfig, cluster: Cluster) -> None:
     processes, which this host must hold."""
     from gradsync.dist.capacity import FORCE, capacity_problem
 
-    if cluster.shared_host_cores is None or cfg.trainer.allow_oversubscribe:
+    if cluster.shared_host_cores is None:
         return
     problem = capacity_problem(cfg, cluster.workers)
     if problem is not None:

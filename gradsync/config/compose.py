@@ -237,7 +237,7 @@ def _check_runner(cfg: TrainConfig) -> None:
 
 
 def _check_host_capacity(cfg: DictConfig, typed: TrainConfig) -> None:
-    if not typed.runner.starts_processes_here or typed.trainer.allow_oversubscribe:
+    if not typed.runner.starts_processes_here:
         return
     from gradsync.dist.capacity import FORCE, capacity_problem
 

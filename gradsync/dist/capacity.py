@@ -194,7 +194,10 @@ def model_footprint(cfg: DictConfig) -> int:
 
 
 def capacity_problem(cfg: DictConfig, processes: int, host: Host | None = None) -> str | None:
-    """Why this host cannot hold ``processes`` of the job ``cfg`` (None: it can)."""
+    """Why this host cannot hold ``processes`` of the job ``cfg`` (None: it can, or the job
+    says to start them anyway with ``FORCE``)."""
+    if cfg.trainer.allow_oversubscribe:
+        return None
     host = host or Host.this()
     threads = int(cfg.trainer.threads_per_worker)
     problem = processes_problem(processes, threads, host)

@@ -20,7 +20,7 @@ order, so the global model is exactly what BSP would hold where all layers are i
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.distributed as dist
@@ -41,12 +41,13 @@ from gradsync.train.build import build_optimizer, lr_factor
 DEFAULT_LINK_MBIT = 1000.0  # when neither the config nor a measurement says
 
 
-def flat(tensors: list[Tensor], like: Tensor) -> Tensor:
-    """The tensors' values end to end; empty (of ``like``'s type) when there are none: with a
+def flat(params: list[Tensor], layers: Iterable[int] | None = None) -> Tensor:
+    """The values of ``layers`` (all when None) end to end; empty when there are none: with a
     budget of the whole model no layer is important, and the routine stage carries nothing."""
-    if not tensors:
-        return like.new_empty(0)
-    return torch.cat([t.detach().reshape(-1) for t in tensors])
+    chosen = params if layers is None else [params[i] for i in layers]
+    if not chosen:
+        return params[0].new_empty(0)
+    return torch.cat([t.detach().reshape(-1) for t in chosen])
 
 
 def link_bytes_per_s(cfg: DictConfig, measured_mbit: float | None) -> float:
@@ -162,12 +163,12 @@ def serve_osp(
         following = split_unimportant(layer_importance(latest, params), nbytes, epoch_budget)
         bitmap = torch.tensor([float(k) for k in following], dtype=params[0].dtype)
         clocks = torch.tensor([step + 1, step + 1], dtype=params[0].dtype)
-        send_all(torch.cat([flat([params[i] for i in important], params[0]), bitmap, clocks]), None)
+        send_all(torch.cat([flat(params, important), bitmap, clocks]), None)
         unimportant = [i for i, keep in enumerate(gib) if not keep]
         if unimportant:
-            before = flat([params[i] for i in unimportant], params[0])
+            before = flat(params, unimportant)
             apply(unimportant, mean_of(gather(unimportant, 0, ics), 0), step)
-            send_all(flat([params[i] for i in unimportant], params[0]) - before, ics)
+            send_all(flat(params, unimportant) - before, ics)
         gib = following
         if after_step is not None:
-            after_step(flat(params, params[0]))
+            after_step(flat(params))

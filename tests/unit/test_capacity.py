@@ -22,7 +22,7 @@ GIB = 2**30
 
 
 def _job(*overrides: str):
-    (cfg,) = compose_jobs([*overrides, "trainer.allow_oversubscribe=true"], multirun=False)
+    (cfg,) = compose_jobs(list(overrides), multirun=False, launcher_here=False)
     return cfg
 
 
