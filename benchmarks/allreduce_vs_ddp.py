@@ -30,8 +30,8 @@ from gradsync.data.sharding import ShardedBatchSampler
 from gradsync.feedback.none import NoneFeedback
 from gradsync.models.cnn import CNN
 from gradsync.models.mlp import MLP
-from gradsync.sync.allreduce import AllreduceSync
-from gradsync.sync.wfbp import WfbpSync
+from gradsync.schedulers.allreduce.allreduce import AllreduceSync
+from gradsync.schedulers.pipelined.wfbp import WfbpSync
 
 MODELS = {
     "cnn": lambda spec: CNN(spec=spec, channels=[16, 32], hidden=64),

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from benchmarks.measure import add_netem_job_arguments, run_job
 from benchmarks.report import Part, add_part_arguments, run_parts
+from gradsync.algorithms import simulator
 from gradsync.metrics.summary import read_metrics
-from gradsync.sync import simulator
-from gradsync.sync.deft import PROFILE_FILE, BucketProfile
+from gradsync.schedulers.deft.deft import PROFILE_FILE, BucketProfile
 
 SCHEMES = {
     "WFBP (DDP)": (["scheduler=wfbp"], "wfbp"),

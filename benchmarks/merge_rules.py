@@ -12,8 +12,8 @@ import statistics
 import time
 
 from benchmarks.report import Part, add_part_arguments, run_parts
-from gradsync.sync.costs import CostModel
-from gradsync.sync.merge_plans import (
+from gradsync.algorithms.costs import CostModel
+from gradsync.algorithms.merge_plans import (
     OMGS_RULES,
     iteration_seconds,
     no_merge,

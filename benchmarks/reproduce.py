@@ -617,7 +617,7 @@ PASSES = ("forward", "backward")  # the mean worker's, logged
 def _compute_of(estimate: Estimate, unslowed: float) -> float:
     """Forward + backward seconds of one iteration in the prediction: as the simulator
     stretched them while links were busy, else as profiled (and slowed by the sharing)."""
-    from gradsync.sync.simulator import COMPUTE
+    from gradsync.algorithms.simulator import COMPUTE
 
     if estimate.simulated is None or not estimate.simulated.timeline:
         return unslowed

@@ -31,9 +31,9 @@ from torch import Tensor
 
 from benchmarks.measure import MODELS, median_time, real_gradient
 from benchmarks.report import Part, add_part_arguments, run_parts
+from gradsync.algorithms.deft_plan import assign_local_k, lpt_bins, partition_layers
 from gradsync.compressors.cltk import CLTKCompressor
 from gradsync.compressors.deft import DEFTCompressor
-from gradsync.compressors.deft_plan import assign_local_k, lpt_bins, partition_layers
 from gradsync.compressors.randomk import RandomKCompressor
 from gradsync.compressors.selection import layerwise_topk_indices, range_norms, topk_indices
 from gradsync.compressors.sparse import density_k

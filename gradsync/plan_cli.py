@@ -51,12 +51,12 @@ def _exchange_costs(cfg: DictConfig) -> tuple[float | None, float, float, str]:
 def plan(cfg: DictConfig) -> str:
     import torch
 
+    from gradsync.algorithms.costs import CostModel
+    from gradsync.algorithms.merge_plans import Layers, groups_of
     from gradsync.comm.solo import SoloCollective
     from gradsync.projection.profile import training_step
-    from gradsync.sync.costs import CostModel
-    from gradsync.sync.merge_plans import Layers, groups_of
-    from gradsync.sync.omgs import SPARSE_ELEMENT_BYTES, compare_rules
-    from gradsync.sync.profiling import measure_gamma, profile_model
+    from gradsync.schedulers.engine.profiling import measure_gamma, profile_model
+    from gradsync.schedulers.pipelined.omgs import SPARSE_ELEMENT_BYTES, compare_rules
 
     model, loss, _ = training_step(cfg)  # one batch as the training loader collates it
     backward, forward = profile_model(model, loss)

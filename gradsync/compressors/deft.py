@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from gradsync.compressors.deft_plan import (
+from gradsync.algorithms.deft_plan import (
     assign_local_k,
     bin_for_rank,
     decision_worker,

@@ -18,7 +18,7 @@ from gradsync.projection.profile import ProfiledJob, probe_links, profile_job
 from gradsync.projection.wire import MAX_RECORDED_WORLD, Wire, extrapolate, measure_wire
 
 if TYPE_CHECKING:
-    from gradsync.sync.deft import BucketProfile
+    from gradsync.schedulers.deft.deft import BucketProfile
 
 DEFAULT_BANDWIDTH = "1gbit"
 # Runners that start every process of a job on this machine.

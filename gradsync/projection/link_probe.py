@@ -39,8 +39,8 @@ import torch
 import torch.distributed as dist
 from omegaconf import OmegaConf
 
+from gradsync.algorithms.simulator import LINK_1, LINK_2, busy_links_key
 from gradsync.comm.collective import TorchCollective, second_link_interface
-from gradsync.sync.simulator import LINK_1, LINK_2, busy_links_key
 
 WARMUP, STEPS, MAX_STEPS = 3, 12, 200  # STEPS of each kind at least
 MEASURE_S = 4.0  # a fast model takes more steps, up to about this long
@@ -214,7 +214,7 @@ def _one_element_calls(group: dist.ProcessGroup | None) -> dict[str, Callable[[]
 def _steps(loss: Callable[[], torch.Tensor], model: torch.nn.Module) -> int:
     """Steps of each kind: STEPS, or more for a fast model, up to MEASURE_S of them (as rank
     0 times one step; every worker must make the same calls)."""
-    from gradsync.sync.profiling import samples_within
+    from gradsync.schedulers.engine.profiling import samples_within
 
     seconds = _timed(lambda: loss().backward())
     model.zero_grad(set_to_none=True)

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from gradsync.projection.profile import NETEM_RUNNER, MeasurementError
 
 if TYPE_CHECKING:
-    from gradsync.sync.deft import BucketProfile
+    from gradsync.schedulers.deft.deft import BucketProfile
 
 # Schedulers that fit their cost model in the job when not given one (``scheduler.costs``).
 FITS_IN_PLACE = frozenset({"omgs"})
@@ -51,7 +51,7 @@ def logged_decisions(records: Iterable[Mapping[str, object]], scheduler: str) ->
 def logged_bucket_plan(run_dir: Path) -> BucketProfile | None:
     """The buckets and times a DeFT run solved its schedule from (its ``deft_profile.json``);
     None for other runs, or one that never planned."""
-    from gradsync.sync.deft import PROFILE_FILE, BucketProfile
+    from gradsync.schedulers.deft.deft import PROFILE_FILE, BucketProfile
 
     path = run_dir / PROFILE_FILE
     return BucketProfile.read(path) if path.exists() else None

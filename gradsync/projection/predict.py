@@ -47,11 +47,11 @@ from gradsync.projection.profile import ModelProfile
 from gradsync.projection.wire import Wire
 
 if TYPE_CHECKING:
-    from gradsync.sync.buckets import Buckets
-    from gradsync.sync.costs import CostModel
-    from gradsync.sync.deft import BucketProfile
-    from gradsync.sync.merge_plans import Layers
-    from gradsync.sync.simulator import BucketTimes, Prediction
+    from gradsync.algorithms.costs import CostModel
+    from gradsync.algorithms.merge_plans import Layers
+    from gradsync.algorithms.simulator import BucketTimes, Prediction
+    from gradsync.schedulers.deft.deft import BucketProfile
+    from gradsync.schedulers.engine.buckets import Buckets
 
 SIMULATED_ITERATIONS = 30
 MAX_DEFT_BUCKETS = 256  # splitting further only slows the knapsacks down
@@ -93,7 +93,7 @@ class Estimate:
 
 # ---- bucketed schedules: the discrete-event simulator ------------------------------------------
 def _bucket_times(job: Job, buckets: Buckets) -> BucketTimes:
-    from gradsync.sync.simulator import BucketTimes
+    from gradsync.algorithms.simulator import BucketTimes
 
     p = job.profile
     comm = [
@@ -111,13 +111,13 @@ def _simulated(
     job: Job, schedule: Callable[[BucketTimes], Prediction], times: BucketTimes
 ) -> Prediction:
     """``schedule`` on ``times``, computing slower while links are busy on a shared host."""
-    from gradsync.sync.simulator import contended
+    from gradsync.algorithms.simulator import contended
 
     return contended(schedule, times, job.cluster.busy_link_slowdown)
 
 
 def _buckets(job: Job, elements: float) -> Buckets:
-    from gradsync.sync.buckets import Buckets
+    from gradsync.schedulers.engine.buckets import Buckets
 
     return Buckets.partition(job.profile.sizes, max(1, int(elements)))
 
@@ -134,9 +134,9 @@ def _allreduce(job: Job) -> Estimate:
 
 
 def _wfbp(job: Job) -> Estimate:
-    from gradsync.sync.buckets import Buckets
-    from gradsync.sync.simulator import wfbp
-    from gradsync.sync.wfbp import BucketPlanner
+    from gradsync.algorithms.simulator import wfbp
+    from gradsync.schedulers.engine.buckets import Buckets
+    from gradsync.schedulers.pipelined.wfbp import BucketPlanner
 
     # DDP's buckets, as the scheduler forms them: whole tensors, the first one small.
     planner = BucketPlanner(
@@ -151,7 +151,7 @@ def _wfbp(job: Job) -> Estimate:
 
 
 def _bytescheduler(job: Job) -> Estimate:
-    from gradsync.sync.simulator import bytescheduler
+    from gradsync.algorithms.simulator import bytescheduler
 
     times = _bucket_times(job, _buckets(job, int(job.scheduler.partition_size)))
     schedule = functools.partial(
@@ -162,8 +162,8 @@ def _bytescheduler(job: Job) -> Estimate:
 
 
 def _usbyte(job: Job) -> Estimate:
-    from gradsync.sync.buckets import PARTITION_SIZE
-    from gradsync.sync.simulator import usbyte
+    from gradsync.algorithms.simulator import usbyte
+    from gradsync.schedulers.engine.buckets import PARTITION_SIZE
 
     times = _bucket_times(job, _buckets(job, PARTITION_SIZE))
     schedule = functools.partial(usbyte, iterations=SIMULATED_ITERATIONS, alpha=_start_up(job))
@@ -172,8 +172,8 @@ def _usbyte(job: Job) -> Estimate:
 
 
 def _deft(job: Job) -> Estimate:
-    from gradsync.sync.buckets import Buckets
-    from gradsync.sync.simulator import BucketTimes, deft
+    from gradsync.algorithms.simulator import BucketTimes, deft
+    from gradsync.schedulers.engine.buckets import Buckets
 
     two_links = int(job.scheduler.get("links", 1)) == 2
     plan = _deft_plan(job)
@@ -211,7 +211,7 @@ def _deft_buckets(job: Job, mu: float | None) -> BucketTimes:
 def _deft_plan(job: Job) -> BucketProfile | None:
     """The buckets and times DeFT solves from: the job's own when known, else those given as
     ``scheduler.times``, else none (it measures them on the cluster)."""
-    from gradsync.sync.deft import BucketProfile
+    from gradsync.schedulers.deft.deft import BucketProfile
 
     if job.bucket_plan is not None:
         return job.bucket_plan
@@ -242,8 +242,8 @@ PlanRule = Callable[["Layers", "CostModel"], list[int]]
 
 def _merged(plan_of: PlanRule) -> Callable[[Job], Estimate]:
     def model(job: Job) -> Estimate:
-        from gradsync.sync.costs import CostModel
-        from gradsync.sync.merge_plans import Layers, iteration_seconds
+        from gradsync.algorithms.costs import CostModel
+        from gradsync.algorithms.merge_plans import Layers, iteration_seconds
 
         p, wire, cluster = job.profile, job.wire, job.cluster
         # OMGS's cost model in this job's terms: α the start-ups of one exchange, β per byte
@@ -288,13 +288,13 @@ def _log2(n: int) -> float:
 
 
 def _lags(layers: Layers, cost: CostModel) -> list[int]:
-    from gradsync.sync.merge_plans import no_merge
+    from gradsync.algorithms.merge_plans import no_merge
 
     return no_merge(layers, cost)
 
 
 def _omgs_rule(job_rule: str) -> PlanRule:
-    from gradsync.sync.merge_plans import OMGS_RULES
+    from gradsync.algorithms.merge_plans import OMGS_RULES
 
     return OMGS_RULES[job_rule]
 
@@ -304,7 +304,7 @@ def _omgs(job: Job) -> Estimate:
 
 
 def _mgs(job: Job) -> Estimate:
-    from gradsync.sync.merge_plans import threshold_groups
+    from gradsync.algorithms.merge_plans import threshold_groups
 
     threshold = int(job.scheduler.get("threshold", 8192))
     return _merged(lambda layers, _: threshold_groups(layers.sizes, threshold))(job)
@@ -334,7 +334,7 @@ def _asynchronous(job: Job) -> Estimate:
 
 
 def _osp(job: Job) -> Estimate:
-    from gradsync.sync.osp_core import umax_bytes
+    from gradsync.algorithms.osp_split import umax_bytes
 
     p, cluster = job.profile, job.cluster
     bandwidth = float(job.scheduler.get("bandwidth") or 0) or cluster.bandwidth_bps / 8

@@ -237,7 +237,7 @@ def _wait_for(processes: list[subprocess.Popen[str]]) -> None:
 
 def _steps(model: nn.Module, loss: Callable[[], Tensor]) -> int:
     """PROFILE_STEPS, or more for a fast model, up to about PROFILE_S of them."""
-    from gradsync.sync.profiling import samples_within
+    from gradsync.schedulers.engine.profiling import samples_within
 
     start = time.perf_counter()
     loss().backward()
@@ -253,7 +253,7 @@ def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
     training has come."""
     import torch
 
-    from gradsync.sync.profiling import median_seconds, profile_tensors
+    from gradsync.schedulers.engine.profiling import median_seconds, profile_tensors
     from gradsync.train.build import build_optimizer
 
     model, loss, params, load, loss_of = _job_parts(cfg)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gradsync.sync.simulator import Prediction
+    from gradsync.algorithms.simulator import Prediction
 
 _COLORS = {"F": "#4c72b0", "B": "#dd8452", "link 1": "#55a868", "link 2": "#8172b3"}
 
@@ -18,7 +18,7 @@ def draw_timelines(predictions: Mapping[str, Prediction], path: Path) -> None:
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from gradsync.sync.simulator import COMPUTE, LINK_1, LINK_2
+    from gradsync.algorithms.simulator import COMPUTE, LINK_1, LINK_2
 
     lanes = {COMPUTE: 2, LINK_1: 1, LINK_2: 0}
     figure = Figure(figsize=(11, 1.6 * len(predictions) + 1.0), layout="constrained")

@@ -135,9 +135,9 @@ def measure_wire(
     ``layer_sizes`` tensors), as the schedulers do (``SyncComponents.compress_with_feedback``),
     recording its collectives among ``workers``, then combine what they all sent; REPEATS
     times each (more for a fast compressor) for a median time."""
-    from gradsync.sync.base import SyncComponents
-    from gradsync.sync.combine import combine
-    from gradsync.sync.profiling import samples_within
+    from gradsync.schedulers.engine.combine import combine
+    from gradsync.schedulers.engine.components import SyncComponents
+    from gradsync.schedulers.engine.profiling import samples_within
 
     collective = RecordingCollective(workers, gradient.numel())
     components = SyncComponents(

@@ -30,8 +30,8 @@ from gradsync.data.sharding import ShardedBatchSampler, eval_shard
 from gradsync.data.spec import DataSplits
 from gradsync.dist.env import DistEnv
 from gradsync.metrics.loggers import NullLogger
-from gradsync.ps.groups import make_groups
-from gradsync.ps.server import serve
+from gradsync.schedulers.ps.groups import make_groups
+from gradsync.schedulers.ps.server import serve
 from gradsync.tasks import build_task
 from gradsync.train import build as builders
 from gradsync.train.checkpoint import resolve_checkpoint

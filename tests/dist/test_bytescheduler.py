@@ -20,10 +20,10 @@ from gradsync.compressors.none import NoneCompressor
 from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.none import NoneFeedback
 from gradsync.feedback.residual import ResidualFeedback
-from gradsync.sync.allreduce import AllreduceSync
-from gradsync.sync.buckets import Buckets
-from gradsync.sync.bytescheduler import ByteSchedulerSync
-from gradsync.sync.usbyte import (
+from gradsync.schedulers.allreduce.allreduce import AllreduceSync
+from gradsync.schedulers.engine.buckets import Buckets
+from gradsync.schedulers.priority.bytescheduler import ByteSchedulerSync
+from gradsync.schedulers.priority.usbyte import (
     UsByteSync,
     candidate_partitions,
     forward_before,

@@ -10,7 +10,7 @@ import torch
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.randomk import RandomKCompressor
 from gradsync.feedback.residual import ResidualFeedback
-from gradsync.sync.allreduce import AllreduceSync
+from gradsync.schedulers.allreduce.allreduce import AllreduceSync
 from tests.helpers.dist import run_world
 
 pytestmark = pytest.mark.dist

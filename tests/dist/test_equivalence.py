@@ -17,7 +17,7 @@ from torch import nn
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.none import NoneCompressor
 from gradsync.feedback.none import NoneFeedback
-from gradsync.sync.allreduce import AllreduceSync
+from gradsync.schedulers.allreduce.allreduce import AllreduceSync
 from tests.helpers.dist import run_world
 
 pytestmark = pytest.mark.dist

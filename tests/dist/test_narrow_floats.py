@@ -18,7 +18,7 @@ from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.bf16 import BF16Compressor
 from gradsync.compressors.fp16 import FP16Compressor
 from gradsync.feedback.none import NoneFeedback
-from gradsync.sync.allreduce import AllreduceSync
+from gradsync.schedulers.allreduce.allreduce import AllreduceSync
 from tests.helpers.dist import run_world
 
 pytestmark = pytest.mark.dist

@@ -17,10 +17,10 @@ from gradsync.compressors.none import NoneCompressor
 from gradsync.config.schema import TrainerConfig
 from gradsync.config.schemas.parameter_server import OspConfig, PsBspConfig
 from gradsync.feedback.none import NoneFeedback
-from gradsync.ps.groups import make_groups
-from gradsync.ps.server import serve
-from gradsync.sync.osp import OspSync
-from gradsync.sync.ps import PsSync
+from gradsync.schedulers.ps.groups import make_groups
+from gradsync.schedulers.ps.server import serve
+from gradsync.schedulers.ps.osp import OspSync
+from gradsync.schedulers.ps.worker import PsSync
 from tests.helpers.dist import run_world
 from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
 

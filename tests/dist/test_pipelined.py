@@ -13,11 +13,11 @@ from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.none import NoneCompressor
 from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.residual import ResidualFeedback
-from gradsync.sync.allreduce import AllreduceSync
-from gradsync.sync.lags import LagsSync
-from gradsync.sync.mgs import MgsSync
-from gradsync.sync.omgs import OmgsSync
-from gradsync.sync.wfbp import WfbpSync
+from gradsync.schedulers.allreduce.allreduce import AllreduceSync
+from gradsync.schedulers.pipelined.lags import LagsSync
+from gradsync.schedulers.pipelined.mgs import MgsSync
+from gradsync.schedulers.pipelined.omgs import OmgsSync
+from gradsync.schedulers.pipelined.wfbp import WfbpSync
 from tests.helpers.dist import run_world
 from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
 
@@ -102,8 +102,8 @@ def _train_all(rank: int, world_size: int, costs: str) -> dict:
 def _in_place_fits(rank: int) -> dict:
     """OMGS's cost model from profiled exchanges whose time grows with their bytes, and from
     ones that took the same time at every size (as within a shaper's burst)."""
-    from gradsync.sync.omgs import OmgsPlanner
-    from gradsync.sync.pipelined import Measurements
+    from gradsync.schedulers.pipelined.omgs import OmgsPlanner
+    from gradsync.schedulers.pipelined.pipelined import Measurements
 
     selections = [(4096, 1e-4), (65536, 2e-3), (16384, 5e-4)]
     sizes = [1e3, 1e5, 1e4]

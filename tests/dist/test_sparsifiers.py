@@ -13,7 +13,7 @@ import torch
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.cltk import CLTKCompressor
 from gradsync.compressors.deft import DEFTCompressor
-from gradsync.compressors.deft_plan import (
+from gradsync.algorithms.deft_plan import (
     assign_local_k,
     bin_for_rank,
     decision_worker,

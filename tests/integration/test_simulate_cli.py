@@ -11,7 +11,7 @@ import torch
 
 from gradsync import simulate_cli
 from gradsync.projection.measured import read
-from gradsync.sync.profiling import profile_tensors
+from gradsync.schedulers.engine.profiling import profile_tensors
 from tests.helpers.cli import run_cli
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from gradsync.sync.buckets import Buckets, ForwardTimer
+from gradsync.schedulers.engine.buckets import Buckets, ForwardTimer
 
 
 @pytest.mark.parametrize("seed", range(10))

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from gradsync.compressors.deft_plan import (
+from gradsync.algorithms.deft_plan import (
     assign_local_k,
     bin_for_rank,
     lpt_bins,

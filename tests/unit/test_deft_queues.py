@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from gradsync.sync import deft_queues
-from gradsync.sync.deft_queues import DeftQueues, Step, steady_period, update_sizes
+from gradsync.algorithms import deft_queues
+from gradsync.algorithms.deft_queues import DeftQueues, Step, steady_period, update_sizes
 
 
 def _run(queues: DeftQueues, iterations: int) -> tuple[dict, list[list[int]]]:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from gradsync.sync.knapsack import (
+from gradsync.algorithms.knapsack import (
     naive_knapsack,
     recursive_knapsack,
     two_link_exact,

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from gradsync.sync.costs import CostModel, fit_alpha_beta, fit_gamma
-from gradsync.sync.merge_plans import (
+from gradsync.algorithms.costs import CostModel, fit_alpha_beta, fit_gamma
+from gradsync.algorithms.merge_plans import (
     OMGS_RULES,
     Layers,
     brute_force_plan,

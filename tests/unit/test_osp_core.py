@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 
-from gradsync.sync.osp_core import (
+from gradsync.algorithms.osp_split import (
     SizeSchedule,
     layer_bytes,
     layer_importance,

@@ -10,12 +10,12 @@ import pytest
 import torch
 from torch import nn
 
+from gradsync.algorithms.merge_plans import OMGS_RULES, Plan
 from gradsync.comm.solo import SoloCollective
 from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.residual import ResidualFeedback
-from gradsync.sync.choices import OMGS_RULE_NAMES
-from gradsync.sync.merge_plans import OMGS_RULES, Plan
-from gradsync.sync.pipelined import Measurements, PipelinedSync
+from gradsync.schedulers.choices import OMGS_RULE_NAMES
+from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
 
 class FixedPlanner:
@@ -124,7 +124,7 @@ def test_rule_names_in_the_schema_match_the_planners():
 
 
 def test_omgs_fits_its_cost_model_to_the_profiled_steps_themselves():
-    from gradsync.sync.omgs import OmgsPlanner
+    from gradsync.schedulers.pipelined.omgs import OmgsPlanner
 
     density = 0.01
     sizes = [2**k for k in range(10, 18)]

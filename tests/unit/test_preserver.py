@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from scipy.stats import foldnorm
 
-from gradsync.sync.preserver import LossWalk, passes, preserve, preserver_ratio
+from gradsync.algorithms.preserver import LossWalk, passes, preserve, preserver_ratio
 
 WALK = LossWalk(mu=4.0, sigma=30.0, eta=0.01, floor=0.0)
 

@@ -219,7 +219,7 @@ def test_overlapping_never_loses_to_the_flat_all_reduce_nor_beats_its_bounds(rat
 
 
 def test_wfbp_exchanges_the_buckets_its_scheduler_forms_the_first_one_small():
-    from gradsync.sync.wfbp import BucketPlanner
+    from gradsync.schedulers.pipelined.wfbp import BucketPlanner
 
     cluster = Cluster(workers=8, bandwidth_bps=1e9)
     options = {"bucket_mb": 25.0, "first_bucket_mb": 0.1}
@@ -311,7 +311,7 @@ def test_merged_groups_exchanged_once_backward_is_over_pay_calls_on_idle_cores(s
 
 
 def test_deft_follows_the_buckets_and_times_the_job_solved_its_schedule_from(tmp_path):
-    from gradsync.sync.deft import BucketProfile
+    from gradsync.schedulers.deft.deft import BucketProfile
 
     cluster = Cluster(workers=4, bandwidth_bps=1e8)  # its transfers outlast compute by far
     job = _job(DENSE, cluster, partition_size=500_000)
@@ -405,7 +405,7 @@ def test_the_decisions_a_run_logged_are_read_from_its_first_record_with_all_of_t
 
 def test_a_deft_runs_own_bucket_plan_is_read_from_its_directory(tmp_path):
     from gradsync.projection.planning import logged_bucket_plan
-    from gradsync.sync.deft import PROFILE_FILE, BucketProfile
+    from gradsync.schedulers.deft.deft import PROFILE_FILE, BucketProfile
 
     assert logged_bucket_plan(tmp_path) is None  # not a DeFT run
     plan = BucketProfile(

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from gradsync.sync.simulator import (
+from gradsync.algorithms.simulator import (
     COMPUTE,
     LINK_1,
     LINK_2,

@@ -10,10 +10,10 @@ import time
 import pytest
 import torch
 
+from gradsync.algorithms.deft_plan import assign_local_k, partition_layers
 from gradsync.comm.solo import SoloCollective
 from gradsync.compressors.cltk import CLTKCompressor
 from gradsync.compressors.deft import DEFTCompressor
-from gradsync.compressors.deft_plan import assign_local_k, partition_layers
 from gradsync.compressors.randomk import RandomKCompressor
 from gradsync.compressors.selection import (
     range_norms,
@@ -25,7 +25,7 @@ from gradsync.compressors.sparse import index_dtype
 from gradsync.compressors.threshold import ThresholdCompressor
 from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.residual import ResidualFeedback
-from gradsync.sync.allreduce import AllreduceSync
+from gradsync.schedulers.allreduce.allreduce import AllreduceSync
 
 SIZES = [300, 20, 500, 7, 173]  # a "model" of five tensors
 

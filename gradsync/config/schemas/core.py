@@ -102,7 +102,7 @@ class ResidualFeedbackConfig:
 # ---- synchronization schedulers -----------------------------------------------------------
 @dataclass
 class AllreduceSchedulerConfig:
-    _target_: str = "gradsync.sync.allreduce.AllreduceSync"
+    _target_: str = "gradsync.schedulers.allreduce.allreduce.AllreduceSync"
     _partial_: bool = True
 
 

@@ -7,14 +7,14 @@ from typing import ClassVar
 
 from gradsync.config.files import json_object_problem
 from gradsync.config.schema import require
-from gradsync.sync.choices import DEFT_PROFILE_FIELDS
+from gradsync.schedulers.choices import DEFT_PROFILE_FIELDS
 
 MERGE_REDUCTIONS = ("mean", "sum")
 
 
 @dataclass
 class DeftSchedulerConfig:
-    _target_: str = "gradsync.sync.deft.DeftSync"
+    _target_: str = "gradsync.schedulers.deft.deft.DeftSync"
     _partial_: bool = True
     partition_size: int = 6_500_000
     """Elements per bucket before profiling; buckets too long to send in the forward pass are

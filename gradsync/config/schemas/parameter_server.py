@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradsync.config.schema import require
-from gradsync.sync.choices import UMAX_FORMULAS
+from gradsync.schedulers.choices import UMAX_FORMULAS
 
 
 @dataclass
 class _ParameterServerConfig:
-    _target_: str = "gradsync.sync.ps.PsSync"
+    _target_: str = "gradsync.schedulers.ps.worker.PsSync"
     _partial_: bool = True
     parameter_server: bool = True
     """Runs trainer.servers server processes besides the workers (fixed for these schedulers)."""
@@ -48,7 +48,7 @@ class SspConfig(_ParameterServerConfig):
 
 @dataclass
 class OspConfig(_ParameterServerConfig):
-    _target_: str = "gradsync.sync.osp.OspSync"
+    _target_: str = "gradsync.schedulers.ps.osp.OspSync"
     protocol: str = "osp"
     max_unimportant: float = 0.8
     """Cap on the unimportant layers' bytes, as a fraction of the model (the paper's 80%);

@@ -18,7 +18,7 @@ def _check_credit(credit: int) -> None:
 
 @dataclass
 class ByteSchedulerConfig:
-    _target_: str = "gradsync.sync.bytescheduler.ByteSchedulerSync"
+    _target_: str = "gradsync.schedulers.priority.bytescheduler.ByteSchedulerSync"
     _partial_: bool = True
     partition_size: int = PARTITION_SIZE
     """Elements per partition of the backward-ordered gradient (tensors are cut)."""
@@ -36,7 +36,7 @@ class ByteSchedulerConfig:
 
 @dataclass
 class UsByteConfig:
-    _target_: str = "gradsync.sync.usbyte.UsByteSync"
+    _target_: str = "gradsync.schedulers.priority.usbyte.UsByteSync"
     _partial_: bool = True
     min_partition_size: int = 65_536
     """The smallest partition (elements) the planner considers."""

@@ -7,12 +7,12 @@ from typing import ClassVar
 
 from gradsync.config.files import json_object_problem
 from gradsync.config.schema import require
-from gradsync.sync.choices import MGS_THRESHOLD, OMGS_RULE_NAMES
+from gradsync.schedulers.choices import MGS_THRESHOLD, OMGS_RULE_NAMES
 
 
 @dataclass
 class WfbpSchedulerConfig:
-    _target_: str = "gradsync.sync.wfbp.WfbpSync"
+    _target_: str = "gradsync.schedulers.pipelined.wfbp.WfbpSync"
     _partial_: bool = True
     bucket_mb: float = 25.0
     """Bucket size in MiB (DDP's default): gradients are all-reduced a bucket at a time."""
@@ -30,13 +30,13 @@ class WfbpSchedulerConfig:
 
 @dataclass
 class LagsSchedulerConfig:
-    _target_: str = "gradsync.sync.lags.LagsSync"
+    _target_: str = "gradsync.schedulers.pipelined.lags.LagsSync"
     _partial_: bool = True
 
 
 @dataclass
 class MgsSchedulerConfig:
-    _target_: str = "gradsync.sync.mgs.MgsSync"
+    _target_: str = "gradsync.schedulers.pipelined.mgs.MgsSync"
     _partial_: bool = True
     threshold: int = MGS_THRESHOLD
     """Elements a group collects (from the output layer on) before it is closed."""
@@ -47,7 +47,7 @@ class MgsSchedulerConfig:
 
 @dataclass
 class OmgsSchedulerConfig:
-    _target_: str = "gradsync.sync.omgs.OmgsSync"
+    _target_: str = "gradsync.schedulers.pipelined.omgs.OmgsSync"
     _partial_: bool = True
     rule: str = "paper"
     """paper (Q3 ∧ Q5), code (the official code's test), safe (never worse than no merging) or

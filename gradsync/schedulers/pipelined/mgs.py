@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradsync.sync.choices import MGS_THRESHOLD
-from gradsync.sync.merge_plans import Plan, threshold_groups
-from gradsync.sync.pipelined import Measurements, PipelinedSync
+from gradsync.algorithms.merge_plans import Plan, threshold_groups
+from gradsync.schedulers.choices import MGS_THRESHOLD
+from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
 
 class ThresholdPlanner:

@@ -1,5 +1,5 @@
 """``scheduler=osp``: the workers' side of Overlapped Synchronization Parallel (SPECS §8; the
-server is ``gradsync/ps/osp_server.py``).
+server is ``gradsync/schedulers/ps/osp_server.py``).
 
 Step i on a worker, with the Gradient Importance Bitmap (GIB) the server sent at step i−1
 (everything important at first):
@@ -31,9 +31,9 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 
 from gradsync.compressors.none import NoneCompressor
-from gradsync.ps.groups import background
-from gradsync.ps.layout import PULL, PUSH
-from gradsync.sync.base import SyncComponents, mark_stepped
+from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
+from gradsync.schedulers.ps.groups import background
+from gradsync.schedulers.ps.layout import PULL, PUSH
 from gradsync.types import SyncStats
 
 

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gradsync.sync.deft_queues import DeftQueues
+from gradsync.algorithms.deft_queues import DeftQueues
 
 MU = 1.65  # the paper's slow-link factor (NCCL over gloo)
 COMPUTE, LINK_1, LINK_2 = "compute", "link 1", "link 2"

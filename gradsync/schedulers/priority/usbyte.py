@@ -46,10 +46,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from gradsync.sync import simulator
-from gradsync.sync.buckets import Buckets, ForwardTimer
-from gradsync.sync.bytescheduler import CREDIT, Plan, PrioritySync, input_first
-from gradsync.sync.costs import fit_alpha_beta
+from gradsync.algorithms import simulator
+from gradsync.algorithms.costs import fit_alpha_beta
+from gradsync.schedulers.engine.buckets import Buckets, ForwardTimer
+from gradsync.schedulers.priority.bytescheduler import CREDIT, Plan, PrioritySync, input_first
 from gradsync.types import Collective
 
 log = logging.getLogger("gradsync")

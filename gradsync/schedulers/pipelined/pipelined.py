@@ -24,12 +24,12 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from gradsync.sync.base import SyncComponents, gradient_of
-from gradsync.sync.combine import combine
-from gradsync.sync.exchanges import Exchanges
-from gradsync.sync.merge_plans import Layers as LayerTimes
-from gradsync.sync.merge_plans import Plan, check_plan, groups_of
-from gradsync.sync.profiling import BackwardProfile
+from gradsync.algorithms.merge_plans import Layers as LayerTimes
+from gradsync.algorithms.merge_plans import Plan, check_plan, groups_of
+from gradsync.schedulers.engine.combine import combine
+from gradsync.schedulers.engine.components import SyncComponents, gradient_of
+from gradsync.schedulers.engine.exchanges import Exchanges
+from gradsync.schedulers.engine.profiling import BackwardProfile
 from gradsync.types import Collective, SyncStats
 
 log = logging.getLogger("gradsync")

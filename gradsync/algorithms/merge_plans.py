@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradsync.sync.costs import CostModel
+from gradsync.algorithms.costs import CostModel
 
 Plan = tuple[int, ...]
 

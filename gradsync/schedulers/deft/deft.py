@@ -39,15 +39,15 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from gradsync.algorithms.deft_queues import DeftQueues, Gradient, Step, steady_period
+from gradsync.algorithms.knapsack import DEFAULT_UNIT
+from gradsync.algorithms.preserver import EPSILON, MAX_RETRIES, Decision, LossWalk, preserve
 from gradsync.comm.collective import second_link_interface
-from gradsync.sync.base import SyncComponents
-from gradsync.sync.buckets import PARTITION_SIZE, Buckets, ForwardTimer
-from gradsync.sync.combine import combine
-from gradsync.sync.deft_queues import DeftQueues, Gradient, Step, steady_period
-from gradsync.sync.exchanges import Exchanges
-from gradsync.sync.knapsack import DEFAULT_UNIT
-from gradsync.sync.preserver import EPSILON, MAX_RETRIES, Decision, LossWalk, preserve
-from gradsync.sync.profiling import median_seconds
+from gradsync.schedulers.engine.buckets import PARTITION_SIZE, Buckets, ForwardTimer
+from gradsync.schedulers.engine.combine import combine
+from gradsync.schedulers.engine.components import SyncComponents
+from gradsync.schedulers.engine.exchanges import Exchanges
+from gradsync.schedulers.engine.profiling import median_seconds
 from gradsync.types import Collective, SyncStats
 
 log = logging.getLogger("gradsync")

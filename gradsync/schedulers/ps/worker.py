@@ -2,7 +2,7 @@
 worker pushes its gradient (one shard to each server, point to point) and waits for the
 parameters the servers send back, which replace its own; it never steps an optimizer itself.
 What the servers do with the gradients (average a step's, or apply each as it arrives, with or
-without a staleness bound) is in ``gradsync/ps/server.py``; this side is the same for all.
+without a staleness bound) is in ``server.py`` beside this; this side is the same for all.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from gradsync.ps.layout import CLOCKS, PULL, Shards
-from gradsync.ps.messages import send_payload
-from gradsync.sync.base import SyncComponents, flat_gradient, mark_stepped
-from gradsync.sync.buckets import Buckets
+from gradsync.schedulers.engine.buckets import Buckets
+from gradsync.schedulers.engine.components import SyncComponents, flat_gradient, mark_stepped
+from gradsync.schedulers.ps.layout import CLOCKS, PULL, Shards
+from gradsync.schedulers.ps.messages import send_payload
 from gradsync.types import Compressor, Payload, SyncStats
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradsync.sync.merge_plans import Plan
-from gradsync.sync.pipelined import Measurements, PipelinedSync
+from gradsync.algorithms.merge_plans import Plan
+from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
 
 class EveryTensorPlanner:

@@ -48,8 +48,8 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from gradsync.sync.base import SyncComponents, mark_stepped
-from gradsync.sync.buckets import Buckets
+from gradsync.schedulers.engine.buckets import Buckets
+from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.types import Collective, Payload, SyncStats
 
 log = logging.getLogger("gradsync")

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from gradsync.algorithms.costs import fit_alpha_beta, fit_gamma
 from gradsync.compressors.sparse import density_k
-from gradsync.sync.buckets import ForwardTimer
-from gradsync.sync.costs import fit_alpha_beta, fit_gamma
+from gradsync.schedulers.engine.buckets import ForwardTimer
 from gradsync.types import Collective
 
 TOPK_SIZES = tuple(2**k for k in range(12, 21, 2))  # 4K .. 1M elements

@@ -30,7 +30,7 @@ import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gradsync.sync.knapsack import (
+from gradsync.algorithms.knapsack import (
     DEFAULT_UNIT,
     naive_knapsack,
     recursive_knapsack,

@@ -11,9 +11,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from gradsync.sync.choices import MGS_THRESHOLD
-from gradsync.sync.costs import CostModel, fit_alpha_beta, fit_gamma
-from gradsync.sync.merge_plans import (
+from gradsync.algorithms.costs import CostModel, fit_alpha_beta, fit_gamma
+from gradsync.algorithms.merge_plans import (
     OMGS_RULES,
     Layers,
     Plan,
@@ -22,8 +21,9 @@ from gradsync.sync.merge_plans import (
     single_group,
     threshold_groups,
 )
-from gradsync.sync.pipelined import Measurements, PipelinedSync
-from gradsync.sync.profiling import measure_exchange, measure_gamma
+from gradsync.schedulers.choices import MGS_THRESHOLD
+from gradsync.schedulers.engine.profiling import measure_exchange, measure_gamma
+from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
 log = logging.getLogger("gradsync")
 SPARSE_ELEMENT_BYTES = 8  # a float32 value and an int32 index

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from gradsync.ps.layout import PUSH
+from gradsync.schedulers.ps.layout import PUSH
 from gradsync.types import Payload
 
 _BLOB, _TENSORS = PUSH + 10, PUSH + 20  # tags of a push's second and later parts

@@ -26,9 +26,9 @@ from torch import Tensor, nn
 
 from gradsync.comm.solo import SoloCollective
 from gradsync.config.instantiate import build
-from gradsync.ps.layout import PULL, Shards
-from gradsync.ps.messages import recv_payload
-from gradsync.ps.osp_server import serve_osp
+from gradsync.schedulers.ps.layout import PULL, Shards
+from gradsync.schedulers.ps.messages import recv_payload
+from gradsync.schedulers.ps.osp_server import serve_osp
 from gradsync.train.build import build_optimizer, lr_factor
 
 Apply = Callable[[Tensor, int], None]

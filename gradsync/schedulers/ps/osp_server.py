@@ -27,15 +27,15 @@ import torch.distributed as dist
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
-from gradsync.ps.groups import background
-from gradsync.ps.layout import PULL, PUSH
-from gradsync.sync.osp_core import (
+from gradsync.algorithms.osp_split import (
     SizeSchedule,
     layer_bytes,
     layer_importance,
     split_unimportant,
     umax_bytes,
 )
+from gradsync.schedulers.ps.groups import background
+from gradsync.schedulers.ps.layout import PULL, PUSH
 from gradsync.train.build import build_optimizer, lr_factor
 
 DEFAULT_LINK_MBIT = 1000.0  # when neither the config nor a measurement says

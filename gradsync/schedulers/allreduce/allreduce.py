@@ -13,8 +13,8 @@ from typing import Any
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from gradsync.sync.base import SyncComponents, flat_gradient
-from gradsync.sync.combine import combine
+from gradsync.schedulers.engine.combine import combine
+from gradsync.schedulers.engine.components import SyncComponents, flat_gradient
 from gradsync.types import SyncStats
 
 _FLAT = "all"  # the name of the one flattened tensor this strategy compresses

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gradsync.sync.merge_plans import Plan, threshold_groups
-from gradsync.sync.pipelined import Measurements, PipelinedSync
+from gradsync.algorithms.merge_plans import Plan, threshold_groups
+from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
 MIB = 1 << 20
 

@@ -1,0 +1,1 @@
+"""``scheduler=allreduce``: one exchange of the flattened gradient after backward."""

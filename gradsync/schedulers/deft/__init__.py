@@ -1,0 +1,1 @@
+"""``scheduler=deft``: DeFT's delayed, knapsack-scheduled communication."""

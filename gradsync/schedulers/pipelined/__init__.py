@@ -1,0 +1,1 @@
+"""Pipelined schedulers: groups exchanged during backward (wfbp, lags, mgs, omgs)."""

@@ -1,0 +1,2 @@
+"""Priority schedulers: partitions all-reduced input side first under a credit (bytescheduler,
+usbyte)."""

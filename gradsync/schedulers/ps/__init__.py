@@ -1,0 +1,1 @@
+"""Parameter servers: worker and server sides of ps_bsp, asp, ssp and osp."""

@@ -1,1 +1,0 @@
-"""Synchronization strategies (``scheduler=`` option): exchange of gradients + update."""
