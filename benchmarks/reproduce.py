@@ -505,9 +505,9 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
     """Every run of a reproduction with ``gradsync simulate``'s predictions for its own config.
     The simulator's inputs (profile, wire formats, link probe) come from ``measured.json`` when
     the runs left one; what is missing is measured now, and the file keeps it. What a scheduler
-    decided from its own measurements in the run (OMGS's fit, DeFT's capacity scale:
-    ``planning.DECISIONS``; DeFT's buckets and the times it solved its knapsacks from) is read
-    from the run's log and directory: on this host those decisions vary from run to run."""
+    decided from its own measurements in the run (OMGS's fit, DeFT's capacity scale: its
+    registry entry's ``decisions``; DeFT's buckets and the times it solved its knapsacks from) is
+    read from the run's log and directory: on this host those decisions vary from run to run."""
     from gradsync.projection.jobs import Predictor
     from gradsync.projection.planning import logged_bucket_plan, logged_decisions
 

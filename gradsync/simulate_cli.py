@@ -44,8 +44,10 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
+from gradsync.algorithms.simulator import PAPER_MU
 from gradsync.config.compose import ConfigError, compose_each, compose_jobs
 from gradsync.job_command import print_or_fail, wants_help
+from gradsync.schedulers.registry import SCHEDULERS
 
 if TYPE_CHECKING:  # torch is imported only once a simulation runs
     from gradsync.projection.cluster import Cluster
@@ -58,11 +60,6 @@ USAGE = (
 )
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 BASELINE = ("none", "wfbp")  # dense DDP: what every speed-up is measured against
-# Scheduler settings worth a row of their own beside the defaults.
-VARIANTS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "deft": ((), ("scheduler.links=2",)),
-    "omgs": (("scheduler.rule=paper",), ("scheduler.rule=optimal",)),
-}
 # The five papers' headline combinations: the lines of the projection plot.
 HEADLINE = (
     "none × allreduce",
@@ -185,7 +182,8 @@ def combinations(
     """Every pair (and scheduler variant) that composes; the reasons of those that do not."""
     usable, refused = [], []
     for scheduler in schedulers:
-        for settings in VARIANTS.get(scheduler, ((),)):
+        variants = SCHEDULERS[scheduler].simulate_variants  # settings worth a row of their own
+        for settings in variants:
             sweep = [
                 *overrides,
                 f"compressor={','.join(compressors)}",
@@ -196,7 +194,7 @@ def combinations(
             for compressor, (cfg, problem) in zip(compressors, composed, strict=True):
                 if problem is None:
                     usable.append(Combination(compressor, scheduler, settings, cfg))
-                elif not settings or settings == VARIANTS[scheduler][0]:  # once per pair
+                elif not settings or settings == variants[0]:  # once per pair
                     refused.append(f"{compressor} × {scheduler}: {problem}")
     return usable, refused
 
@@ -372,7 +370,9 @@ def _projection(
     dedicated = replace(cluster, shared_host_cores=None, second_bandwidth_bps=None)
     speedups: dict[str, dict[tuple[str, int], float]] = {c.name: {} for c in combos}
     for (rate, bps), n in itertools.product(rates, sizes):
-        target = replace(dedicated, workers=n, bandwidth_bps=bps, second_bandwidth_bps=bps / 1.65)
+        target = replace(
+            dedicated, workers=n, bandwidth_bps=bps, second_bandwidth_bps=bps / PAPER_MU
+        )
         dense = _estimate(predictor, baseline, target).iteration
         for combo in combos:
             speedups[combo.name][(rate, n)] = dense / _estimate(predictor, combo, target).iteration
@@ -380,7 +380,7 @@ def _projection(
     width = max(len(name) for name in speedups)
     lines = [
         "projected speed-up over dense WFBP (DDP), one worker per machine "
-        "(deft links=2: a second link at rate/1.65):",
+        f"(deft links=2: a second link at rate/{PAPER_MU}):",
         f"{'compressor × scheduler':<{width}} " + " ".join(f"{c:>12}" for c in columns),
     ]
     for name, values in speedups.items():

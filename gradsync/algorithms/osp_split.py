@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradsync.schedulers.choices import UMAX_FORMULAS
+from gradsync.schedulers.ps.config import UMAX_FORMULAS
 
 DEFAULT_UMAX_CAP = 0.8  # the paper caps U_max at 80% of the model size
 

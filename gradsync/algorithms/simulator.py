@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from gradsync.algorithms.deft_queues import DeftQueues
 
-MU = 1.65  # the paper's slow-link factor (NCCL over gloo)
+PAPER_MU = 1.65  # DeFT's slow-link factor (NCCL over gloo for large tensors), when not measured
 COMPUTE, LINK_1, LINK_2 = "compute", "link 1", "link 2"
 STREAMS = (COMPUTE, LINK_1, LINK_2)
 MAX_PIECES = 16  # most messages US-Byte cuts one bucket into
@@ -425,7 +425,7 @@ SCHEDULES: dict[str, Callable[..., Prediction]] = {
     "bytescheduler": bytescheduler,
     "usbyte": usbyte,
     "deft": deft,
-    "deft-2links": functools.partial(deft, mu=MU),
+    "deft-2links": functools.partial(deft, mu=PAPER_MU),
 }
 """Every schedule with its defaults, called as ``SCHEDULES[name](times)``."""
 

@@ -27,6 +27,10 @@ from gradsync.config.schema import (
     TrainConfig,
     register_schemas,
 )
+from gradsync.schedulers.registry import (
+    allreducible_problem,
+    spec_of,
+)
 
 CONFIG_MODULE = "gradsync.conf"
 ROOT_CONFIG = "train"
@@ -169,7 +173,7 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
     assert isinstance(typed, TrainConfig)
     _check_model_fits_dataset(typed)
     _check_scheduler_fits_compressor(cfg, typed)
-    _check_parameter_server(cfg, typed)
+    _check_scheduler_capabilities(cfg, typed)
     if not machine:
         return
     _check_device(typed)
@@ -180,32 +184,41 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
         _check_host_capacity(cfg, typed)  # last: it may size the model, which must fit its data
 
 
-def _check_parameter_server(cfg: DictConfig, typed: TrainConfig) -> None:
-    """What the parameter-server schedulers do not take (yet): compressed pushes, resuming
-    (the servers' optimizer state is not checkpointed)."""
-    if not getattr(typed.scheduler, "parameter_server", False):
-        return
-    if typed.trainer.device != Device.cpu:
+def _check_scheduler_capabilities(cfg: DictConfig, typed: TrainConfig) -> None:
+    """What the scheduler's registry entry says it cannot take: a device, compression, a
+    number of servers, resuming."""
+    spec = spec_of(typed.scheduler)
+    able = spec.capabilities
+    device = typed.trainer.device.value
+    if device not in able.devices:
         raise ConfigError(
-            "the parameter-server schedulers (ps_bsp, asp, ssp, osp) push and pull over gloo on "
-            "the CPU; use trainer.device=cpu"
+            f"scheduler={spec.name} runs on {' or '.join(able.devices)} only, not {device}; "
+            f"use trainer.device={able.devices[0]}"
         )
-    compressor = str(cfg.compressor._target_).split(".")[-2]
-    if cfg.scheduler.protocol == "osp" and compressor != "none":
+    compressor = _compressor_name(cfg)
+    if able.dense_only and compressor != "none":
         raise ConfigError(
-            "scheduler=osp synchronizes dense layers (its importance split and corrections "
-            f"are per layer); compressor={compressor} is not supported with it: use "
-            "compressor=none, or ps_bsp/asp/ssp, which push compressed gradients"
+            f"scheduler={spec.name} synchronizes dense layers; compressor={compressor} is not "
+            "supported with it: use compressor=none, or a scheduler that takes compression"
         )
-    if cfg.scheduler.protocol == "osp" and typed.trainer.servers != 1:
+    if able.servers is not None and typed.trainer.servers != able.servers:
         raise ConfigError(
-            f"scheduler=osp runs one parameter server, got trainer.servers={typed.trainer.servers}"
+            f"scheduler={spec.name} runs {_servers(able.servers)}, got "
+            f"trainer.servers={typed.trainer.servers}"
         )
-    if typed.trainer.resume is not None:
+    if not able.resumable and typed.trainer.resume is not None:
         raise ConfigError(
-            "the parameter-server schedulers (ps_bsp, asp, ssp, osp) cannot resume: the servers' "
-            "optimizer state is not checkpointed; start a new run"
+            f"scheduler={spec.name} cannot resume: it does not checkpoint its servers' "
+            "optimizer state; start a new run"
         )
+
+
+def _servers(count: int) -> str:
+    return "one parameter server" if count == 1 else f"{count} parameter servers"
+
+
+def _compressor_name(cfg: DictConfig) -> str:
+    return str(cfg.compressor._target_).split(".")[-2]
 
 
 def _check_known_keys(node: DictConfig, path: str) -> None:
@@ -252,22 +265,15 @@ def _check_host_capacity(cfg: DictConfig, typed: TrainConfig) -> None:
 def _check_scheduler_fits_compressor(cfg: DictConfig, typed: TrainConfig) -> None:
     """A scheduler that all-reduces (wfbp) needs payloads that add up. Whether they do depends
     on the compressor's settings, so the compressor is built (only for such schedulers)."""
-    if not getattr(typed.scheduler, "needs_allreducible", False):
+    spec = spec_of(typed.scheduler)
+    if not spec.capabilities.allreduces:
         return
     from gradsync.config.instantiate import build
 
     compressor = build(cfg.compressor, path="compressor")
-    if not compressor.allreducible:
-        name = str(cfg.compressor._target_).split(".")[-2]
-        raise ConfigError(
-            f"scheduler={_scheduler_name(cfg)} all-reduces, but compressor={name} all-gathers "
-            "its payloads; use compressor=none, fp16, bf16, randomk, cltk or deft, or topk/"
-            "threshold with compressor.exchange=union"
-        )
-
-
-def _scheduler_name(cfg: DictConfig) -> str:
-    return str(cfg.scheduler._target_).split(".")[-2]
+    problem = allreducible_problem(spec.name, _compressor_name(cfg), compressor)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _check_device(cfg: TrainConfig) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hydra.utils import instantiate
+from hydra.utils import get_method, instantiate
 from omegaconf import DictConfig, ListConfig
 
 ALLOWED_TARGET_PREFIXES = ("gradsync.", "runners.")
@@ -27,6 +27,12 @@ def _check_targets(node: Any, path: str) -> None:
     elif isinstance(node, ListConfig):
         for i, item in enumerate(node):
             _check_targets(item, f"{path}[{i}]")
+
+
+def resolve(target: str, *, path: str) -> Any:
+    """The function a config names by its dotted path (``path`` is the key, for errors)."""
+    _check_targets(DictConfig({"_target_": target}), path.rpartition(".")[0] or path)
+    return get_method(target)
 
 
 def build(node: DictConfig, *, path: str, **runtime: Any) -> Any:

@@ -206,6 +206,8 @@ def _colocated(servers: int, colocate: bool, parameter_server: bool) -> int:
 
 
 def register_schemas() -> None:
+    from gradsync.schedulers.registry import store_options as store_scheduler_options
+
     """Store every schema in Hydra's ConfigStore under ``schema/<group>/<option>``, and the
     resolvers configs use."""
     # Tasks per node of a multi-node job: ${gradsync.per_node:${trainer.workers},${runner.nodes}}
@@ -214,6 +216,7 @@ def register_schemas() -> None:
     OmegaConf.register_new_resolver("gradsync.colocated", _colocated, replace=True)
     store = ConfigStore.instance()
     store.store(name="schema_train", node=TrainConfig)
+    store_scheduler_options()
     for group, options in _collect_schemas().items():
         for option, node in options.items():
             store.store(group=f"schema/{group}", name=option, node=node)

@@ -22,26 +22,18 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync.projection.profile import NETEM_RUNNER, MeasurementError
+from gradsync.schedulers.registry import SCHEDULERS
 
 if TYPE_CHECKING:
     from gradsync.schedulers.deft.deft import BucketProfile
 
-# Schedulers that fit their cost model in the job when not given one (``scheduler.costs``).
-FITS_IN_PLACE = frozenset({"omgs"})
-FITTED = ("gamma", "alpha", "beta")
-# What each scheduler decides from measurements inside the job, as it logs it (``sched/``):
-# OMGS its fitted cost model; DeFT how far its preserver scaled the knapsacks, and its μ
-# (its buckets and the times it solved its knapsacks from: ``logged_bucket_plan``).
-DECISIONS: dict[str, tuple[str, ...]] = {
-    "omgs": FITTED,
-    "deft": ("capacity_scale", "mu"),
-}
-
 
 def logged_decisions(records: Iterable[Mapping[str, object]], scheduler: str) -> dict[str, float]:
     """The decisions ``scheduler`` logged in a run's metrics (its first record with all of
-    them); empty when it makes none or logged none."""
-    wanted = DECISIONS.get(scheduler, ())
+    them: its registry entry's ``decisions``, such as OMGS's fitted cost model or how far
+    DeFT's preserver scaled its knapsacks); empty when it makes none or logged none."""
+    spec = SCHEDULERS.get(scheduler)
+    wanted = spec.capabilities.decisions if spec is not None else ()
     for record in records:
         if wanted and all(f"sched/{name}" in record for name in wanted):
             return {name: float(record[f"sched/{name}"]) for name in wanted}  # type: ignore[arg-type]
@@ -64,7 +56,8 @@ def fits_here(scheduler: str, cfg: DictConfig) -> bool:
     from gradsync.config.instantiate import build
 
     return (
-        scheduler in FITS_IN_PLACE
+        scheduler in SCHEDULERS
+        and SCHEDULERS[scheduler].capabilities.fits_in_place
         and not OmegaConf.select(cfg, "scheduler.costs")
         and str(OmegaConf.select(cfg, "runner._target_")) == NETEM_RUNNER
         and not build(cfg.compressor, path="compressor").allreducible

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.none import NoneCompressor
 from gradsync.config.schema import TrainerConfig
-from gradsync.config.schemas.parameter_server import OspConfig, PsBspConfig
+from gradsync.schedulers.ps.config import OspConfig, PsBspConfig
 from gradsync.feedback.none import NoneFeedback
 from gradsync.schedulers.ps.groups import make_groups
 from gradsync.schedulers.ps.server import serve

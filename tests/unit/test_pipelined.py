@@ -14,7 +14,7 @@ from gradsync.algorithms.merge_plans import OMGS_RULES, Plan
 from gradsync.comm.solo import SoloCollective
 from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.residual import ResidualFeedback
-from gradsync.schedulers.choices import OMGS_RULE_NAMES
+from gradsync.schedulers.pipelined.config import OMGS_RULE_NAMES
 from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
 

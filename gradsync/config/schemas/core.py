@@ -99,13 +99,6 @@ class ResidualFeedbackConfig:
     _target_: str = "gradsync.feedback.residual.for_compressor"
 
 
-# ---- synchronization schedulers -----------------------------------------------------------
-@dataclass
-class AllreduceSchedulerConfig:
-    _target_: str = "gradsync.schedulers.allreduce.allreduce.AllreduceSync"
-    _partial_: bool = True
-
-
 # ---- runners ------------------------------------------------------------------------------
 @dataclass
 class RunnerConfig:
@@ -319,7 +312,6 @@ SCHEMAS: dict[str, dict[str, type]] = {
         "none": NoneFeedbackConfig,
         "residual": ResidualFeedbackConfig,
     },
-    "scheduler": {"allreduce": AllreduceSchedulerConfig},
     "runner": {
         "local": LocalRunnerConfig,
         "netem": NetemRunnerConfig,

@@ -42,17 +42,19 @@ from torch.optim import Optimizer
 from gradsync.algorithms.deft_queues import DeftQueues, Gradient, Step, steady_period
 from gradsync.algorithms.knapsack import DEFAULT_UNIT
 from gradsync.algorithms.preserver import EPSILON, MAX_RETRIES, Decision, LossWalk, preserve
+from gradsync.algorithms.simulator import PAPER_MU
 from gradsync.comm.collective import second_link_interface
-from gradsync.schedulers.engine.buckets import PARTITION_SIZE, Buckets, ForwardTimer
+from gradsync.schedulers.deft.config import PARTITION_SIZE
+from gradsync.schedulers.engine.buckets import Buckets, ForwardTimer
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.components import SyncComponents
 from gradsync.schedulers.engine.exchanges import Exchanges
 from gradsync.schedulers.engine.profiling import median_seconds
+from gradsync.schedulers.registry import require_allreducible
 from gradsync.types import Collective, SyncStats
 
 log = logging.getLogger("gradsync")
 
-PAPER_MU = 1.65  # NCCL over gloo for large tensors (paper); used when one link is measured
 PRESERVER_HORIZON = 60  # iterations of the schedule run to find its steady period
 PROFILE_FILE = "deft_profile.json"
 CURRENT, NEW = 0, 1  # tags of a send: a bucket of CUR, or of the gradient backward produced
@@ -126,11 +128,7 @@ class DeftSync(SyncComponents):
         **components: Any,
     ) -> None:
         super().__init__(**components)
-        if not self.compressor.allreducible:
-            raise ValueError(
-                "scheduler=deft all-reduces buckets, so it needs a compressor whose payloads add "
-                "up (none, fp16, bf16, randomk, or a sparsifier with exchange=union)"
-            )
+        require_allreducible("deft", "buckets", self.compressor)
         self.partition_size, self.links, self.given_mu = partition_size, links, mu
         self.merge_reduction, self.delay = merge_reduction, delay
         self.profile_steps, self.times_file = profile_steps, times

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 
 from torch import nn
 
-PARTITION_SIZE = 6_500_000  # elements (≈ 25 MB of fp32, DDP's bucket): DeFT's default
-
 
 @dataclass(frozen=True)
 class Buckets:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradsync.algorithms.merge_plans import Plan, threshold_groups
-from gradsync.schedulers.choices import MGS_THRESHOLD
+from gradsync.schedulers.pipelined.config import MGS_THRESHOLD
 from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
 

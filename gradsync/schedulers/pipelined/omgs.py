@@ -21,8 +21,8 @@ from gradsync.algorithms.merge_plans import (
     single_group,
     threshold_groups,
 )
-from gradsync.schedulers.choices import MGS_THRESHOLD
 from gradsync.schedulers.engine.profiling import measure_exchange, measure_gamma
+from gradsync.schedulers.pipelined.config import MGS_THRESHOLD
 from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
 log = logging.getLogger("gradsync")

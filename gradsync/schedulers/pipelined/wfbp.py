@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gradsync.algorithms.merge_plans import Plan, threshold_groups
+from gradsync.schedulers.pipelined.config import BUCKET_MB, FIRST_BUCKET_MB
 from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
 MIB = 1 << 20
@@ -42,7 +43,11 @@ def _elements(megabytes: float, element_size: int) -> int:
 
 class WfbpSync(PipelinedSync):
     def __init__(
-        self, *, bucket_mb: float = 25.0, first_bucket_mb: float = 1.0, **components: Any
+        self,
+        *,
+        bucket_mb: float = BUCKET_MB,
+        first_bucket_mb: float = FIRST_BUCKET_MB,
+        **components: Any,
     ) -> None:
         compressor = components["compressor"]
         if not compressor.allreducible:

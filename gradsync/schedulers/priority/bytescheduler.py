@@ -50,15 +50,14 @@ from torch.optim import Optimizer
 
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
+from gradsync.schedulers.priority.config import CREDIT, PARTITION_SIZE
+from gradsync.schedulers.registry import require_allreducible
 from gradsync.types import Collective, Payload, SyncStats
 
 log = logging.getLogger("gradsync")
 
-PARTITION_SIZE = 1_000_000  # elements: ByteScheduler's default partition (its code)
-CREDIT = 4_000_000  # elements in flight: ByteScheduler's default credit
 POLL_S = 0.05  # a waiting thread checks this often that the other one is still alive
 SEND_LOG = 10_000  # sends remembered for ``send_log``
-ALLREDUCIBLE = "none, fp16, bf16, randomk, cltk, deft, or topk/threshold with exchange=union"
 
 
 @dataclass(frozen=True)
@@ -140,11 +139,7 @@ class PrioritySync(SyncComponents):
 
     def __init__(self, *, credit: int = CREDIT, **components: Any) -> None:
         super().__init__(**components)
-        if not self.compressor.allreducible:
-            raise ValueError(
-                f"scheduler={self.scheduler_name} all-reduces partitions, so it needs a "
-                f"compressor whose payloads add up: {ALLREDUCIBLE}"
-            )
+        require_allreducible(self.scheduler_name, "partitions", self.compressor)
         if credit < 1:
             raise ValueError(f"scheduler.credit must be >= 1, got {credit}")
         self.credit = credit

@@ -49,14 +49,17 @@ from torch import Tensor, nn
 from gradsync.algorithms import simulator
 from gradsync.algorithms.costs import fit_alpha_beta
 from gradsync.schedulers.engine.buckets import Buckets, ForwardTimer
-from gradsync.schedulers.priority.bytescheduler import CREDIT, Plan, PrioritySync, input_first
+from gradsync.schedulers.priority.bytescheduler import Plan, PrioritySync, input_first
+from gradsync.schedulers.priority.config import (
+    CREDIT,
+    MAX_PARTITION_SIZE,
+    MIN_PARTITION_SIZE,
+    PROFILE_STEPS,
+)
 from gradsync.types import Collective
 
 log = logging.getLogger("gradsync")
 
-MIN_PARTITION_SIZE = 65_536
-MAX_PARTITION_SIZE = 4_000_000
-PROFILE_STEPS = 3
 TIMED_ELEMENTS = tuple(4**k for k in range(4, 10))  # 256 .. 262,144 elements per all-reduce
 SIMULATED_ITERATIONS = 6
 

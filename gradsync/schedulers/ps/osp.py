@@ -60,6 +60,7 @@ class OspSync(SyncComponents):
         bandwidth: str | None = None,
         budget: float | None = None,
         parameter_server: bool = True,
+        server: str | None = None,
         **components: Any,
     ) -> None:
         # The split's settings are the server's (osp_server.py); a worker takes its GIB.

@@ -105,13 +105,15 @@ def serve_osp(
     cfg: DictConfig,
     model: nn.Module,
     *,
+    server: int,
     steps_per_epoch: int,
     total_steps: int,
     after_step: Callable[[Tensor], None] | None = None,
     link_mbit: float | None = None,
 ) -> None:
-    """Serve ``total_steps`` iterations; ``after_step`` sees the flat global model once each
-    iteration is complete (RS and ICS); ``link_mbit``: the link's measured rate."""
+    """Serve ``total_steps`` iterations as the one server (``server`` 0); ``after_step`` sees
+    the flat global model once each iteration is complete (RS and ICS); ``link_mbit``: the
+    link's measured rate."""
     workers = int(cfg.trainer.workers)
     params = [p for p in model.parameters() if p.requires_grad]
     sizes = [p.numel() for p in params]

@@ -25,10 +25,9 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from gradsync.comm.solo import SoloCollective
-from gradsync.config.instantiate import build
+from gradsync.config.instantiate import build, resolve
 from gradsync.schedulers.ps.layout import PULL, Shards
 from gradsync.schedulers.ps.messages import recv_payload
-from gradsync.schedulers.ps.osp_server import serve_osp
 from gradsync.train.build import build_optimizer, lr_factor
 
 Apply = Callable[[Tensor, int], None]
@@ -54,18 +53,33 @@ def serve(
     after_step: Observer | None = None,
     link_mbit: float | None = None,
 ) -> None:
-    """Serve the whole run; ``after_step`` sees this server's flat global parameters after
-    every BSP or OSP iteration (for tests); ``link_mbit``: the link's measured rate."""
-    if cfg.scheduler.protocol == "osp":
-        serve_osp(
-            cfg,
-            model,
-            steps_per_epoch=steps_per_epoch,
-            total_steps=total_steps,
-            after_step=after_step,
-            link_mbit=link_mbit,
-        )
-        return
+    """Serve the whole run with the scheduler's own loop (``scheduler.server``); ``after_step``
+    sees this server's flat global parameters after every synchronous iteration (for tests);
+    ``link_mbit``: the link's measured rate."""
+    loop = resolve(str(cfg.scheduler.server), path="scheduler.server")
+    loop(
+        cfg,
+        model,
+        server=server,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=total_steps,
+        after_step=after_step,
+        link_mbit=link_mbit,
+    )
+
+
+def serve_shards(
+    cfg: DictConfig,
+    model: nn.Module,
+    *,
+    server: int,
+    steps_per_epoch: int,
+    total_steps: int,
+    after_step: Observer | None = None,
+    link_mbit: float | None = None,
+) -> None:
+    """ps_bsp, asp and ssp: this server's shard, averaged per step (bsp) or applied as each
+    gradient arrives (stale)."""
     params = [p for p in model.parameters() if p.requires_grad]
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     shards = Shards.of_world(flat.numel(), int(cfg.trainer.workers))

@@ -29,6 +29,7 @@ class PsSync(SyncComponents):
         protocol: str = "bsp",
         staleness: int | None = None,
         parameter_server: bool = True,
+        server: str | None = None,
         **components: Any,
     ) -> None:
         super().__init__(**components)

@@ -1,22 +1,23 @@
-"""Schema of ``scheduler=deft``: DeFT's delayed, knapsack-scheduled communication."""
+"""Options of ``scheduler=deft`` (DeFT's delayed, knapsack-scheduled communication), each
+default defined here once. Torch-free: the command line checks them before importing torch."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from gradsync.config.files import json_object_problem
 from gradsync.config.schema import require
-from gradsync.schedulers.choices import DEFT_PROFILE_FIELDS
 
 MERGE_REDUCTIONS = ("mean", "sum")
+PARTITION_SIZE = 6_500_000  # elements (≈ 25 MB of fp32, DDP's bucket): DeFT's default
+DEFT_PROFILE_FIELDS = ("bounds", "forward", "backward", "comm", "mu")  # deft.BucketProfile's
 
 
 @dataclass
 class DeftSchedulerConfig:
     _target_: str = "gradsync.schedulers.deft.deft.DeftSync"
     _partial_: bool = True
-    partition_size: int = 6_500_000
+    partition_size: int = PARTITION_SIZE
     """Elements per bucket before profiling; buckets too long to send in the forward pass are
     split further once their communication time is measured."""
     links: int = 1
@@ -39,7 +40,6 @@ class DeftSchedulerConfig:
     """Check that delaying does not cost convergence; enlarge the knapsacks until it does not."""
     epsilon: float = 0.01
     preserver_retries: int = 10
-    needs_allreducible: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         require(

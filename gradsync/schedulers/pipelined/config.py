@@ -1,24 +1,26 @@
-"""Schemas of the pipelined schedulers: wfbp, lags, mgs, omgs."""
+"""Options of the pipelined schedulers (wfbp, lags, mgs, omgs), each default defined here once.
+Torch-free: the command line checks them before anything is imported."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from gradsync.config.files import json_object_problem
 from gradsync.config.schema import require
-from gradsync.schedulers.choices import MGS_THRESHOLD, OMGS_RULE_NAMES
+
+OMGS_RULE_NAMES = ("paper", "code", "safe", "optimal")
+BUCKET_MB, FIRST_BUCKET_MB = 25.0, 1.0  # DDP's bucket sizes (bucket_cap_mb, its first bucket)
+MGS_THRESHOLD = 8192  # elements; the default of the OMGS authors' scripts (horovod_mpi.sh)
 
 
 @dataclass
 class WfbpSchedulerConfig:
     _target_: str = "gradsync.schedulers.pipelined.wfbp.WfbpSync"
     _partial_: bool = True
-    bucket_mb: float = 25.0
+    bucket_mb: float = BUCKET_MB
     """Bucket size in MiB (DDP's default): gradients are all-reduced a bucket at a time."""
-    first_bucket_mb: float = 1.0
+    first_bucket_mb: float = FIRST_BUCKET_MB
     """The first bucket (output side) is smaller, as in DDP, so communication starts early."""
-    needs_allreducible: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         require(self.bucket_mb > 0, f"scheduler.bucket_mb must be > 0, got {self.bucket_mb}")

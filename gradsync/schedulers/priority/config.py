@@ -1,15 +1,19 @@
-"""Schemas of the priority schedulers: ``bytescheduler`` and ``usbyte`` (SPECS §7.5)."""
+"""Options of the priority schedulers, ``bytescheduler`` and ``usbyte`` (SPECS §7.5), each
+default defined here once. Torch-free: the command line checks them before importing torch."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from gradsync.config.schema import require
 
 # ByteScheduler's defaults (its code): partitions of 1M elements, 4M elements in flight.
 PARTITION_SIZE = 1_000_000
 CREDIT = 4_000_000
+# US-Byte's planner (no published code): partition sizes it considers, steps it profiles.
+MIN_PARTITION_SIZE = 65_536
+MAX_PARTITION_SIZE = CREDIT
+PROFILE_STEPS = 3
 
 
 def _check_credit(credit: int) -> None:
@@ -24,7 +28,6 @@ class ByteSchedulerConfig:
     """Elements per partition of the backward-ordered gradient (tensors are cut)."""
     credit: int = CREDIT
     """At most this many elements in flight; a larger partition is sent alone."""
-    needs_allreducible: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         require(
@@ -38,18 +41,17 @@ class ByteSchedulerConfig:
 class UsByteConfig:
     _target_: str = "gradsync.schedulers.priority.usbyte.UsByteSync"
     _partial_: bool = True
-    min_partition_size: int = 65_536
+    min_partition_size: int = MIN_PARTITION_SIZE
     """The smallest partition (elements) the planner considers."""
-    max_partition_size: int = CREDIT
+    max_partition_size: int = MAX_PARTITION_SIZE
     """The largest partition; also the equal partitions sent while profiling."""
     credit: int = CREDIT
-    profile_steps: int = 3
+    profile_steps: int = PROFILE_STEPS
     """Steps measured (after a first warm-up step, updates applied in step) before planning."""
     alpha: float | None = None
     """Seconds per message of the link; null: timed on the job's process group at start-up."""
     beta: float | None = None
     """Seconds per byte of the link; null together with alpha."""
-    needs_allreducible: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         require(

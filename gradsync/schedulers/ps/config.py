@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradsync.config.schema import require
-from gradsync.schedulers.choices import UMAX_FORMULAS
+
+UMAX_FORMULAS = ("paper", "corrected")  # OSP's U_max: as printed, or with losses slowing it
 
 
 @dataclass
@@ -14,6 +15,8 @@ class _ParameterServerConfig:
     _partial_: bool = True
     parameter_server: bool = True
     """Runs trainer.servers server processes besides the workers (fixed for these schedulers)."""
+    server: str = "gradsync.schedulers.ps.server.serve_shards"
+    """The servers' loop (fixed by the scheduler)."""
 
     def __post_init__(self) -> None:
         require(
@@ -49,6 +52,7 @@ class SspConfig(_ParameterServerConfig):
 @dataclass
 class OspConfig(_ParameterServerConfig):
     _target_: str = "gradsync.schedulers.ps.osp.OspSync"
+    server: str = "gradsync.schedulers.ps.osp_server.serve_osp"
     protocol: str = "osp"
     max_unimportant: float = 0.8
     """Cap on the unimportant layers' bytes, as a fraction of the model (the paper's 80%);

@@ -1,0 +1,68 @@
+"""The pipelined schedulers for ``gradsync simulate``.
+
+* ``wfbp``: the discrete-event simulator on DDP's buckets, as the scheduler forms them.
+* ``lags``, ``mgs``, ``omgs``: the OMGS paper's timeline (eqs. 5–9) of the plan each rule makes,
+  with γ from the compressor's measured selection time and α, β of an all-gather on the
+  cluster; on a shared host, an exchange that starts once the workers have stopped computing
+  pays the start-ups of calls on idle cores (``Cluster.idle``)."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from gradsync.projection.predict import (
+    SIMULATED_ITERATIONS,
+    Estimate,
+    Job,
+    PlanRule,
+    bucket_times,
+    merged_timeline,
+    simulated,
+)
+
+if TYPE_CHECKING:
+    from gradsync.algorithms.costs import CostModel
+    from gradsync.algorithms.merge_plans import Layers
+
+
+def wfbp(job: Job) -> Estimate:
+    from gradsync.algorithms.simulator import wfbp as simulate_wfbp
+    from gradsync.schedulers.engine.buckets import Buckets
+    from gradsync.schedulers.pipelined.wfbp import BucketPlanner
+
+    # DDP's buckets, as the scheduler forms them: whole tensors, the first one small.
+    planner = BucketPlanner(float(job.scheduler.bucket_mb), float(job.scheduler.first_bucket_mb))
+    sizes = job.profile.sizes
+    plan = planner.groups(sizes, job.profile.element_bytes)
+    times = bucket_times(job, Buckets.of_groups(sizes, plan))
+    prediction = simulated(
+        job, functools.partial(simulate_wfbp, iterations=SIMULATED_ITERATIONS), times
+    )
+    return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
+
+
+def _no_merge(layers: Layers, cost: CostModel) -> list[int]:
+    from gradsync.algorithms.merge_plans import no_merge
+
+    return no_merge(layers, cost)
+
+
+def _omgs_rule(job_rule: str) -> PlanRule:
+    from gradsync.algorithms.merge_plans import OMGS_RULES
+
+    return OMGS_RULES[job_rule]
+
+
+def omgs(job: Job) -> Estimate:
+    return merged_timeline(_omgs_rule(str(job.scheduler.rule)))(job)
+
+
+def mgs(job: Job) -> Estimate:
+    from gradsync.algorithms.merge_plans import threshold_groups
+
+    threshold = int(job.scheduler.threshold)
+    return merged_timeline(lambda layers, _: threshold_groups(layers.sizes, threshold))(job)
+
+
+lags = merged_timeline(_no_merge)

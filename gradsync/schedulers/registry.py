@@ -1,0 +1,262 @@
+"""Every ``scheduler=`` option, once: its name, typed options, engine, capabilities and cost model.
+
+A scheduler is one package under ``gradsync/schedulers/`` plus one entry here. Every check and
+table that depends on the scheduler (the config checks, ``gradsync simulate`` and ``plan``, the
+parameter servers' start-up) reads its ``SchedulerSpec``; nothing else lists scheduler names.
+The options' defaults live in each family's ``config.py`` and nowhere else. This module is
+torch-free: the command line reads it before any worker starts.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hydra.core.config_store import ConfigStore
+
+from gradsync.schedulers.allreduce.config import AllreduceConfig
+from gradsync.schedulers.deft.config import DeftSchedulerConfig
+from gradsync.schedulers.pipelined.config import (
+    LagsSchedulerConfig,
+    MgsSchedulerConfig,
+    OmgsSchedulerConfig,
+    WfbpSchedulerConfig,
+)
+from gradsync.schedulers.priority.config import ByteSchedulerConfig, UsByteConfig
+from gradsync.schedulers.ps.config import AspConfig, OspConfig, PsBspConfig, SspConfig
+
+if TYPE_CHECKING:
+    from gradsync.projection.predict import Estimate, Job
+
+CostModel = Callable[["Job"], "Estimate"]
+
+ALLREDUCIBLE_COMPRESSORS = (
+    "compressor=none, fp16, bf16, randomk, cltk or deft, or topk/threshold with "
+    "compressor.exchange=union"
+)
+"""What to use instead, for a scheduler that all-reduces and a compressor that all-gathers."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a scheduler needs of the rest of the job, and how it behaves, as checks and cost
+    models need to know it."""
+
+    allreduces: bool = False
+    """It sums payloads on the wire, so the compressor's payloads must add up."""
+    parameter_server: bool = False
+    """It runs ``trainer.servers`` server processes besides the workers."""
+    dense_only: bool = False
+    """It takes no compression (``compressor=none`` only)."""
+    servers: int | None = None
+    """The number of servers it runs with (None: any ``trainer.servers``)."""
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    resumable: bool = True
+    """A run can resume from its checkpoints."""
+    overlaps_backward: bool = False
+    """It exchanges while backward runs (from a communication thread)."""
+    lockstep: bool = True
+    """Every worker takes part in every step (False: asynchronous parameter servers)."""
+    fits_in_place: bool = False
+    """With no cost model given, it fits its own to the job's first steps (``gradsync plan``
+    replays them to predict the plan)."""
+    decisions: tuple[str, ...] = ()
+    """What it decides from measurements inside the job, as it logs them (``sched/<name>``)."""
+    equals_allreduce: bool = False
+    """With ``compressor=none`` it trains exactly as ``scheduler=allreduce`` does (the same
+    mean gradient, applied once per step), whatever it overlaps."""
+
+
+@dataclass(frozen=True)
+class SchedulerSpec:
+    name: str
+    summary: str
+    """One line for ``--help`` and the docs."""
+    config: type
+    """The typed options (a dataclass whose ``_target_`` is the engine factory)."""
+    capabilities: Capabilities
+    cost_model: str
+    """``module:function`` of its iteration-time model for ``gradsync simulate`` and ``plan``
+    (resolved on use: cost models import torch)."""
+    simulate_variants: tuple[tuple[str, ...], ...] = ((),)
+    """Option settings that each get a row of their own in ``gradsync simulate``."""
+
+    def estimate(self, job: Job) -> Estimate:
+        module, _, function = self.cost_model.partition(":")
+        model: CostModel = getattr(importlib.import_module(module), function)
+        return model(job)
+
+
+def _registry(specs: Iterable[SchedulerSpec]) -> dict[str, SchedulerSpec]:
+    registry: dict[str, SchedulerSpec] = {}
+    for spec in specs:
+        if spec.name in registry:
+            raise RuntimeError(f"scheduler {spec.name} is registered twice")
+        registry[spec.name] = spec
+    return registry
+
+
+_PIPELINED = Capabilities(overlaps_backward=True, equals_allreduce=True)
+_PRIORITY = Capabilities(allreduces=True, overlaps_backward=True, equals_allreduce=True)
+
+SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
+    [
+        SchedulerSpec(
+            name="allreduce",
+            summary="one exchange of the whole flattened gradient after backward",
+            config=AllreduceConfig,
+            capabilities=Capabilities(equals_allreduce=True),
+            cost_model="gradsync.schedulers.allreduce.cost:iteration",
+        ),
+        SchedulerSpec(
+            name="wfbp",
+            summary="DDP's wait-free backpropagation: buckets all-reduced during backward",
+            config=WfbpSchedulerConfig,
+            capabilities=Capabilities(
+                allreduces=True, overlaps_backward=True, equals_allreduce=True
+            ),
+            cost_model="gradsync.schedulers.pipelined.cost:wfbp",
+        ),
+        SchedulerSpec(
+            name="lags",
+            summary="LAGS-SGD: every tensor compressed and exchanged as soon as it is ready",
+            config=LagsSchedulerConfig,
+            capabilities=_PIPELINED,
+            cost_model="gradsync.schedulers.pipelined.cost:lags",
+        ),
+        SchedulerSpec(
+            name="mgs",
+            summary="MGS-SGD: tensors merged into groups of at least `threshold` elements",
+            config=MgsSchedulerConfig,
+            capabilities=_PIPELINED,
+            cost_model="gradsync.schedulers.pipelined.cost:mgs",
+        ),
+        SchedulerSpec(
+            name="omgs",
+            summary="OMGS-SGD: merge groups planned from measured times and fitted cost models",
+            config=OmgsSchedulerConfig,
+            capabilities=Capabilities(
+                overlaps_backward=True,
+                fits_in_place=True,
+                decisions=("gamma", "alpha", "beta"),
+                equals_allreduce=True,
+            ),
+            cost_model="gradsync.schedulers.pipelined.cost:omgs",
+            simulate_variants=(("scheduler.rule=paper",), ("scheduler.rule=optimal",)),
+        ),
+        SchedulerSpec(
+            name="bytescheduler",
+            summary="ByteScheduler: partitions all-reduced input side first under a credit",
+            config=ByteSchedulerConfig,
+            capabilities=_PRIORITY,
+            cost_model="gradsync.schedulers.priority.cost:bytescheduler",
+        ),
+        SchedulerSpec(
+            name="usbyte",
+            summary="US-Byte (approximate): ByteScheduler with unequal, planned partitions",
+            config=UsByteConfig,
+            capabilities=_PRIORITY,
+            cost_model="gradsync.schedulers.priority.cost:usbyte",
+        ),
+        SchedulerSpec(
+            name="deft",
+            summary="DeFT: buckets sent in knapsack-chosen windows, delayed updates",
+            config=DeftSchedulerConfig,
+            capabilities=Capabilities(
+                allreduces=True, overlaps_backward=True, decisions=("capacity_scale", "mu")
+            ),
+            cost_model="gradsync.schedulers.deft.cost:iteration",
+            simulate_variants=((), ("scheduler.links=2",)),
+        ),
+        SchedulerSpec(
+            name="ps_bsp",
+            summary="parameter server, bulk synchronous",
+            config=PsBspConfig,
+            capabilities=Capabilities(
+                parameter_server=True, devices=("cpu",), resumable=False, equals_allreduce=True
+            ),
+            cost_model="gradsync.schedulers.ps.cost:bulk_synchronous",
+        ),
+        SchedulerSpec(
+            name="asp",
+            summary="parameter server, asynchronous: each gradient applied as it arrives",
+            config=AspConfig,
+            capabilities=Capabilities(
+                parameter_server=True, devices=("cpu",), resumable=False, lockstep=False
+            ),
+            cost_model="gradsync.schedulers.ps.cost:asynchronous",
+        ),
+        SchedulerSpec(
+            name="ssp",
+            summary="parameter server, stale synchronous: at most `staleness` steps ahead",
+            config=SspConfig,
+            capabilities=Capabilities(
+                parameter_server=True, devices=("cpu",), resumable=False, lockstep=False
+            ),
+            cost_model="gradsync.schedulers.ps.cost:asynchronous",
+        ),
+        SchedulerSpec(
+            name="osp",
+            summary="OSP: important layers synchronized at once, the others in the background",
+            config=OspConfig,
+            capabilities=Capabilities(
+                parameter_server=True,
+                devices=("cpu",),
+                resumable=False,
+                dense_only=True,
+                servers=1,
+            ),
+            cost_model="gradsync.schedulers.ps.cost:overlapped_synchronous",
+        ),
+    ]
+)
+
+
+def spec_named(name: str) -> SchedulerSpec:
+    try:
+        return SCHEDULERS[name]
+    except KeyError:
+        raise ValueError(f"unknown scheduler {name!r}; valid: {', '.join(SCHEDULERS)}") from None
+
+
+def spec_of(options: Any) -> SchedulerSpec:
+    """The spec whose typed options ``options`` are (a composed ``scheduler`` node, or its
+    dataclass instance)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    kind = OmegaConf.get_type(options) if isinstance(options, DictConfig) else type(options)
+    for spec in SCHEDULERS.values():
+        if spec.config is kind:
+            return spec
+    raise ValueError(f"no scheduler has the options {kind!r}")
+
+
+def allreducible_problem(scheduler: str, compressor_name: str, compressor: Any) -> str | None:
+    """Why ``compressor`` cannot go with ``scheduler``, if the scheduler sums payloads and the
+    compressor's do not add up (they depend on its settings: ``exchange``); else None."""
+    if not SCHEDULERS[scheduler].capabilities.allreduces or compressor.allreducible:
+        return None
+    return (
+        f"scheduler={scheduler} all-reduces, but compressor={compressor_name} all-gathers its "
+        f"payloads; use {ALLREDUCIBLE_COMPRESSORS}"
+    )
+
+
+def require_allreducible(scheduler: str, sums: str, compressor: Any) -> None:
+    """For an engine built directly (not from a checked config): ValueError unless the
+    compressor's payloads add up, as summing ``sums`` needs."""
+    if not compressor.allreducible:
+        raise ValueError(
+            f"scheduler={scheduler} all-reduces {sums}, so it needs a compressor whose payloads "
+            f"add up: {ALLREDUCIBLE_COMPRESSORS}"
+        )
+
+
+def store_options() -> None:
+    """Every scheduler's options as the ``scheduler`` group of Hydra's ConfigStore (no YAML:
+    nothing in them is for a user to edit; overrides change them)."""
+    store = ConfigStore.instance()
+    for spec in SCHEDULERS.values():
+        store.store(group="scheduler", name=spec.name, node=spec.config)

@@ -1,0 +1,131 @@
+"""The scheduler registry is the one list of schedulers: what Hydra offers, what the config checks
+refuse, what ``gradsync simulate`` prices. Every test here runs over the registry, so a new
+entry is covered without an edit to this file."""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+import gradsync
+from gradsync.compressors.none import NoneCompressor
+from gradsync.config.compose import CONFIG_MODULE, ConfigError, check_config
+from gradsync.config.discovery import group_options
+from gradsync.config.schema import register_schemas
+from gradsync.feedback.none import NoneFeedback
+from gradsync.projection.cluster import Cluster
+from gradsync.projection.predict import Job, predict
+from gradsync.projection.profile import ModelProfile
+from gradsync.projection.wire import Wire, measure_wire
+from gradsync.schedulers.registry import SCHEDULERS, spec_of
+
+NAMES = list(SCHEDULERS)
+SOURCE = Path(gradsync.__file__).parent
+# Defaults that several modules used to restate: each numeric literal may appear once.
+DEFAULTS = (1_000_000, 4_000_000, 6_500_000, 65_536, 8192, 1.65, 25.0)
+
+
+def _compose(*overrides: str):
+    register_schemas()
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides))
+
+
+def test_hydra_offers_exactly_the_registered_schedulers():
+    assert group_options()["scheduler"] == sorted(SCHEDULERS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_option_composes_to_its_typed_options(name):
+    spec = SCHEDULERS[name]
+    cfg = _compose(f"scheduler={name}", f"trainer.servers={spec.capabilities.servers or 1}")
+    assert OmegaConf.get_type(cfg.scheduler) is spec.config
+    assert spec_of(cfg.scheduler) is spec
+    check_config(cfg, launcher_here=False, machine=False)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if SCHEDULERS[n].capabilities.allreduces])
+def test_schedulers_that_sum_payloads_refuse_payloads_that_do_not_add_up(name):
+    cfg = _compose(f"scheduler={name}", "compressor=topk", "compressor.exchange=allgather")
+    with pytest.raises(ConfigError, match=f"scheduler={name} all-reduces, but compressor=topk"):
+        check_config(cfg, launcher_here=False, machine=False)
+    union = _compose(f"scheduler={name}", "compressor=topk", "compressor.exchange=union")
+    check_config(union, launcher_here=False, machine=False)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if SCHEDULERS[n].capabilities.dense_only])
+def test_dense_only_schedulers_refuse_compression(name):
+    cfg = _compose(f"scheduler={name}", "compressor=topk")
+    with pytest.raises(ConfigError, match=f"scheduler={name} synchronizes dense layers"):
+        check_config(cfg, launcher_here=False, machine=False)
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in NAMES if "cuda" not in SCHEDULERS[n].capabilities.devices]
+)
+def test_cpu_only_schedulers_refuse_cuda(name):
+    cfg = _compose(f"scheduler={name}", "trainer.device=cuda")
+    with pytest.raises(ConfigError, match=f"scheduler={name} runs on cpu only"):
+        check_config(cfg, launcher_here=False, machine=False)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if not SCHEDULERS[n].capabilities.resumable])
+def test_schedulers_that_cannot_resume_say_so(name, tmp_path):
+    servers = SCHEDULERS[name].capabilities.servers or 1
+    cfg = _compose(f"scheduler={name}", f"trainer.servers={servers}", f"trainer.resume={tmp_path}")
+    with pytest.raises(ConfigError, match=f"scheduler={name} cannot resume"):
+        check_config(cfg, launcher_here=False, machine=False)
+
+
+PROFILE = ModelProfile(
+    model="mlp",
+    sizes=(2000, 50, 6000, 100, 1200, 10),
+    forward=(1e-3,) * 6,
+    backward=(2e-3,) * 6,
+    update=1e-4,
+    data=1e-4,
+    batch_size=32,
+    element_bytes=4,
+)
+
+
+def _dense_wire() -> Wire:
+    return measure_wire(
+        "none", NoneCompressor(), NoneFeedback(), torch.randn(sum(PROFILE.sizes)),
+        PROFILE.sizes, workers=4,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_cost_model_prices_an_iteration(name):
+    cfg = _compose(f"scheduler={name}")
+    job = Job(PROFILE, Cluster(workers=4, bandwidth_bps=1e9), _dense_wire(), cfg.scheduler)
+    seconds = predict(name, job).iteration
+    assert math.isfinite(seconds)
+    assert seconds >= sum(PROFILE.forward) + sum(PROFILE.backward)
+
+
+def _numeric_literals(path: Path) -> list[float]:
+    tree = ast.parse(path.read_text())
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float)
+    ]
+
+
+@pytest.mark.parametrize("value", DEFAULTS)
+def test_each_scheduler_default_is_written_once(value):
+    where = [
+        str(path.relative_to(SOURCE))
+        for path in sorted(SOURCE.rglob("*.py"))
+        for literal in _numeric_literals(path)
+        if type(literal) is type(value) and literal == value
+    ]
+    assert len(where) == 1, f"{value} is written in {where}"
