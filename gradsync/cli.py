@@ -32,12 +32,12 @@ from gradsync.config.compose import (
 from gradsync.config.files import ROOT_CONFIG_FILE, output_dir_problem
 from gradsync.config.instantiate import build
 from gradsync.config.schema import register_schemas
+from gradsync.launch import Runner, WorkerFailure, worker_launch
 from gradsync.metrics.summary import write_summary
 from gradsync.metrics.sweep_summary import SweepSummaryCallback, write_sweep_summary
 from gradsync.run_args import RunArgs, parse_run_args
 from gradsync.stop_signals import Stopped, stop_on_signals
 from gradsync.train.checkpoint import resolve_checkpoint
-from runners.base import Runner, WorkerFailure, worker_launch
 
 log = logging.getLogger("gradsync")
 

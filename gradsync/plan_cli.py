@@ -36,7 +36,7 @@ def _exchange_costs(cfg: DictConfig) -> tuple[float | None, float, float, str]:
     if costs:
         fitted = json.loads(Path(costs).read_text(encoding="utf-8"))
         return fitted["gamma"], fitted["alpha"], fitted["beta"], f"fitted values from {costs}"
-    from runners.testbed import rate_mbit
+    from gradsync.dist.rates import rate_mbit
 
     bandwidth = str(cfg.runner.get("bandwidth") or "1gbit")
     alpha, beta = link_costs(rate_mbit(bandwidth), int(cfg.trainer.workers))

@@ -16,16 +16,17 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import IO
 
-from runners.base import Launch, WorkerFailure
+from gradsync.dist.ports import free_port
+from gradsync.launch import Launch, Loopback, Placement, WorkerFailure
 from runners.reports import error_file, read_error_reports, root_cause
 
 log = logging.getLogger("gradsync.workers")
@@ -38,13 +39,6 @@ def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def free_port() -> int:
-    """A port nothing listens on now, for rank 0's TCP store (as torchrun --standalone does)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class _Terminal:
@@ -124,16 +118,20 @@ class LocalRunner:
 
     def __init__(self, *, workers: int, grace_period_s: float = 3.0) -> None:
         self.workers = workers
+        self.hosts = workers
+        """Places ranks run in (``_host``)."""
         self.grace_period_s = grace_period_s
 
     def run(self, launch: Launch) -> None:
-        scratch = Path(tempfile.mkdtemp(prefix="gradsync-"))
-        try:
-            self._run_workers(launch, scratch)
-        finally:  # whatever ended the job, a signal too
-            shutil.rmtree(scratch, ignore_errors=True)
+        # Whatever ended the job, a signal too, the scratch and then the placement are removed.
+        with self.placement(self.hosts) as placement:
+            scratch = Path(tempfile.mkdtemp(prefix="gradsync-"))
+            try:
+                self._run_workers(launch, placement, scratch)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
 
-    def _run_workers(self, launch: Launch, scratch: Path) -> None:
+    def _run_workers(self, launch: Launch, placement: Placement, scratch: Path) -> None:
         procs: list[subprocess.Popen[bytes]] = []
         forwarders: list[_Forwarder] = []
         terminal = _Terminal()
@@ -141,8 +139,8 @@ class LocalRunner:
         try:
             for rank in range(self.workers):
                 proc = subprocess.Popen(
-                    self._command(launch, rank),
-                    env=self._worker_env(launch, rank, scratch, port),
+                    placement.command(self._host(rank), launch.argv),
+                    env=self._worker_env(launch, rank, scratch, port, placement),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,  # separate: bar redraws never split a log line
@@ -165,7 +163,9 @@ class LocalRunner:
         if first_failures:
             raise self._failure(first_failures, scratch)
 
-    def _worker_env(self, launch: Launch, rank: int, scratch: Path, port: int) -> dict[str, str]:
+    def _worker_env(
+        self, launch: Launch, rank: int, scratch: Path, port: int, placement: Placement
+    ) -> dict[str, str]:
         env = dict(os.environ)
         env.update(launch.env)
         env.update(
@@ -179,18 +179,19 @@ class LocalRunner:
                 "GRADSYNC_ERROR_FILE": str(error_file(scratch, rank)),
                 "GRADSYNC_PROGRESS": "1" if sys.stderr.isatty() else "0",
                 "PYTHONUNBUFFERED": "1",
-                **self._network_env(rank),
+                **placement.env(self._host(rank)),
             }
         )
         return env
 
     # ---- where the workers run: overridden by runners that place them elsewhere ------------
-    def _command(self, launch: Launch, rank: int) -> list[str]:
-        return launch.argv
+    def placement(self, ranks: int) -> AbstractContextManager[Placement]:
+        """``ranks`` plain processes here, reaching rank 0 over loopback."""
+        return nullcontext(Loopback())
 
-    def _network_env(self, rank: int) -> dict[str, str]:
-        """How ranks reach rank 0's store: here over loopback."""
-        return {"MASTER_ADDR": "127.0.0.1"}
+    def _host(self, rank: int) -> int:
+        """The place (of ``hosts``) rank ``rank`` runs in."""
+        return rank
 
     def _wait(self, procs: list[subprocess.Popen[bytes]]) -> dict[int, int]:
         """Block until all workers exit ({}) or some fail: {rank: exit code} of the failures

@@ -10,9 +10,12 @@ With ``runner.second_bandwidth`` every worker has a second link, ``eth1``, annou
 
 from __future__ import annotations
 
-from runners.base import Launch
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from gradsync.dist.rates import rate_mbit
 from runners.local import LocalRunner
-from runners.testbed import INTERFACE, SECOND_INTERFACE, ShapedNetwork, rate_mbit
+from runners.testbed import INTERFACE, SECOND_INTERFACE, ShapedNetwork
 
 
 def worker_env(network: ShapedNetwork, rank: int) -> dict[str, str]:
@@ -26,6 +29,19 @@ def worker_env(network: ShapedNetwork, rank: int) -> dict[str, str]:
         env["GRADSYNC_SECOND_IFNAME"] = SECOND_INTERFACE
         env["GRADSYNC_SECOND_LINK_MBIT"] = f"{rate_mbit(network.second_rate):g}"
     return env
+
+
+class NetworkPlacement:
+    """Ranks in the namespaces of ``network``, reaching rank 0 over its shaped links."""
+
+    def __init__(self, network: ShapedNetwork) -> None:
+        self.network = network
+
+    def command(self, rank: int, argv: list[str]) -> list[str]:
+        return self.network.command(rank, argv)
+
+    def env(self, rank: int) -> dict[str, str]:
+        return worker_env(self.network, rank)
 
 
 class NetemRunner(LocalRunner):
@@ -46,30 +62,19 @@ class NetemRunner(LocalRunner):
         self.hosts = workers - colocated
         self.bandwidth, self.second_bandwidth = bandwidth, second_bandwidth
         self.burst, self.queue_ms = burst, queue_ms
-        self._network: ShapedNetwork | None = None
 
-    def run(self, launch: Launch) -> None:
-        # Torn down on every way out: success, worker failure, Ctrl-C.
+    @contextmanager
+    def placement(self, ranks: int) -> Iterator[NetworkPlacement]:
+        """``ranks`` namespaces on links shaped as configured, torn down on every way out:
+        success, worker failure, Ctrl-C."""
         with ShapedNetwork(
-            workers=self.hosts,
+            workers=ranks,
             rate=self.bandwidth,
             second_rate=self.second_bandwidth,
             burst=self.burst,
             queue_ms=self.queue_ms,
         ) as network:
-            self._network = network
-            try:
-                super().run(launch)
-            finally:
-                self._network = None
-
-    def _command(self, launch: Launch, rank: int) -> list[str]:
-        assert self._network is not None
-        return self._network.command(self._host(rank), launch.argv)
+            yield NetworkPlacement(network)
 
     def _host(self, rank: int) -> int:
         return rank if rank < self.hosts else 0
-
-    def _network_env(self, rank: int) -> dict[str, str]:
-        assert self._network is not None
-        return worker_env(self._network, self._host(rank))

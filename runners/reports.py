@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from runners.base import WorkerFailure
+from gradsync.launch import WorkerFailure
 
 
 def error_file(directory: Path, rank: int) -> Path:

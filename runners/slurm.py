@@ -12,45 +12,14 @@ log to read.
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import signal
-import subprocess
 import time
 
 from gradsync.dist.env import first_slurm_host, slurm_port
-from runners.base import WorkerFailure
+from gradsync.launch import WorkerFailure
 from runners.task import TaskRunner
 
 STOPPED_WAIT_S = 300.0  # longer than any sensible KillWait
-TEST_ONLY_TIMEOUT_S = 60  # sbatch retries an unreachable controller for a while
-
-
-def refused_submission(options: list[str]) -> str | None:
-    """What Slurm says against a job with these sbatch ``options``, asked with ``sbatch
-    --test-only`` (nothing is submitted); None when it would take the job."""
-    command = ["sbatch", "--test-only", *options, "--wrap", "true"]
-    try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=TEST_ONLY_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return f"sbatch --test-only had no answer from the controller in {TEST_ONLY_TIMEOUT_S} s"
-    if result.returncode == 0:
-        return None
-    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
-    # A fatal line says why sbatch gave up; else the first error is the specific one (the
-    # later ones repeat it as "Batch job submission failed").
-    fatal = [line for line in lines if ": fatal: " in line]
-    errors = [line for line in lines if ": error: " in line]
-    reasons = fatal or errors or lines or [f"sbatch exited with {result.returncode}"]
-    return re.sub(r"^sbatch: (error|fatal): ", "", reasons[0])
-
-
-def missing_sbatch() -> str | None:
-    if shutil.which("sbatch") is None:
-        return "runner=slurm needs Slurm's sbatch on PATH (run from a node of your Slurm cluster)"
-    return None
 
 
 class SlurmRunner(TaskRunner):

@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from runners.base import Launch, WorkerFailure
+from gradsync.launch import Launch, WorkerFailure
 from runners.reports import error_file, read_error_reports, root_cause
 
 ERRORS_DIR = ".errors"  # inside the run directory, which every task can see

@@ -20,47 +20,21 @@ The kernel here has no ``netem`` qdisc, so only the rate is shaped (no added del
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import subprocess
 from types import TracebackType
 
+from gradsync.dist.rates import rate_mbit
+
 INTERFACE = "eth0"
 SECOND_INTERFACE = "eth1"
-_RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)$")
-_MBIT_PER_UNIT = {"bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}
 BURST_S = 0.002
 MIN_BURST_BYTES = 2 * 1514  # two full Ethernet frames
-
-
-def rate_mbit(rate: str, *, name: str = "bandwidth") -> float:
-    """Megabits per second of a ``tc`` rate such as ``100mbit`` or ``1gbit``; ``name`` is the
-    option the error message names."""
-    match = _RATE.match(rate)
-    if match is None:
-        raise ValueError(
-            f"{name} {rate!r} is not a rate like 100mbit or 1gbit (units: bit, kbit, mbit, gbit)"
-        )
-    return float(match.group(1)) * _MBIT_PER_UNIT[match.group(2)]
 
 
 def default_burst(rate: str) -> str:
     """The token bucket of a link of ``rate``, in bytes as ``tc`` reads them: what the link
     carries in ``BURST_S``, at least two full frames."""
     return str(max(MIN_BURST_BYTES, round(rate_mbit(rate) * 1e6 / 8 * BURST_S)))
-
-
-def missing_requirement() -> str | None:
-    """Why a testbed cannot be built on this machine (one line), or None."""
-    if os.geteuid() != 0:
-        return (
-            "runner=netem needs root to create network namespaces (run as root, or use "
-            "runner=local)"
-        )
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"runner=netem needs `{tool}` from iproute2 (apt-get install iproute2)"
-    return None
 
 
 class ShapedNetwork:

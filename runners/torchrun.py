@@ -14,20 +14,9 @@ import os
 import signal
 from types import FrameType
 
-from runners.base import Launch
+from gradsync.dist.env import TORCHRUN_VARS
+from gradsync.launch import Launch
 from runners.task import TaskRunner
-
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-
-
-def missing_torchrun_env() -> str | None:
-    absent = [var for var in TORCHRUN_VARS if var not in os.environ]
-    if absent:
-        return (
-            "runner=torchrun runs under torchrun: torchrun --nproc-per-node N -m gradsync run "
-            f"runner=torchrun ... ({', '.join(absent)} not set)"
-        )
-    return None
 
 
 class Stopped(Exception):

@@ -11,6 +11,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+"""What torchrun sets for every process it starts."""
+
 
 @dataclass(frozen=True)
 class DistEnv:

@@ -27,7 +27,7 @@ SAME_HOST_RUNNERS = ("runners.local.LocalRunner", "runners.netem.NetemRunner")
 
 def bits_per_s(rate: str, *, name: str = "bandwidth") -> float:
     """A tc-style rate (``100mbit``, ``1gbit``) in bits per second; ValueError names ``name``."""
-    from runners.testbed import rate_mbit
+    from gradsync.dist.rates import rate_mbit
 
     return rate_mbit(rate, name=name) * 1e6
 

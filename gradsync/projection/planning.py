@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
-from gradsync.projection.profile import NETEM_RUNNER, MeasurementError
+from gradsync.projection.profile import MeasurementError
 from gradsync.schedulers.registry import SCHEDULERS
 
 if TYPE_CHECKING:
     from gradsync.schedulers.deft.deft import BucketProfile
+
+NETEM_RUNNER = "runners.netem.NetemRunner"  # the runner whose shaped links a job fits in place
 
 
 def logged_decisions(records: Iterable[Mapping[str, object]], scheduler: str) -> dict[str, float]:
@@ -69,7 +71,7 @@ def planning_fit(cfg: DictConfig) -> dict[str, float]:
     (no checkpoints) until it logs them."""
     from gradsync.config.compose import write_resolved
     from gradsync.config.instantiate import build
-    from runners.base import WorkerFailure, worker_launch
+    from gradsync.launch import WorkerFailure, worker_launch
 
     job = cfg.copy()
     # Logging as the job does (its metric reductions are collectives the workers meet at,

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 PROFILE_STEPS, MAX_PROFILE_STEPS = 5, 50
 PROFILE_S = 3.0
-NETEM_RUNNER = "runners.netem.NetemRunner"
 PROBE_TIMEOUT_S = 600  # a guard against a hung probe: ResNet-50's takes minutes
 
 
@@ -167,8 +166,9 @@ class SharedHostDelays:
 
 
 def probe_links(cfg: DictConfig, workers: int) -> SharedHostDelays:
-    """Run ``workers`` link probes on this host: in namespaces on links shaped like the job's
-    under runner=netem, over loopback otherwise."""
+    """Run ``workers`` link probes on this host, placed as the job's runner places its workers
+    (under runner=netem: in namespaces on links shaped like the job's), over loopback when the
+    runner starts none here."""
     if workers < 2:
         return SharedHostDelays(sync=0.0, calls={}, overlapped_calls={}, busy_link_slowdown={})
     with tempfile.TemporaryDirectory() as scratch, ExitStack() as stack:
@@ -189,28 +189,18 @@ def probe_links(cfg: DictConfig, workers: int) -> SharedHostDelays:
 def _probe_launch(
     cfg: DictConfig, workers: int, argv: list[str], stack: ExitStack
 ) -> tuple[list[list[str]], list[dict[str, str]]]:
-    """Each rank's command and environment: in the shaped network's namespaces under
-    runner=netem (built for the probe and torn down after), else plain local processes."""
-    from runners.local import free_port
+    """Each rank's command and environment, placed by the job's runner (built from the config,
+    as ``gradsync run`` builds it); what it builds for them lasts as long as ``stack``."""
+    from gradsync.config.instantiate import build
+    from gradsync.dist.ports import free_port
+    from gradsync.launch import Loopback, PlacesRanksHere
 
+    runner = build(cfg.runner, path="runner")
+    here = isinstance(runner, PlacesRanksHere)
+    placement = stack.enter_context(runner.placement(workers) if here else nullcontext(Loopback()))
     base = {**os.environ, "WORLD_SIZE": str(workers), "MASTER_PORT": str(free_port())}
-    if str(OmegaConf.select(cfg, "runner._target_")) != NETEM_RUNNER:
-        envs = [{**base, "RANK": str(r), "MASTER_ADDR": "127.0.0.1"} for r in range(workers)]
-        return [argv] * workers, envs
-    from runners.netem import worker_env
-    from runners.testbed import ShapedNetwork
-
-    network = stack.enter_context(
-        ShapedNetwork(
-            workers=workers,
-            rate=str(cfg.runner.bandwidth),
-            burst=cfg.runner.get("burst"),
-            queue_ms=int(cfg.runner.get("queue_ms", 50)),
-            second_rate=cfg.runner.get("second_bandwidth"),
-        )
-    )
-    commands = [network.command(r, argv) for r in range(workers)]
-    envs = [{**base, **worker_env(network, r), "RANK": str(r)} for r in range(workers)]
+    commands = [placement.command(r, argv) for r in range(workers)]
+    envs = [{**base, **placement.env(r), "RANK": str(r)} for r in range(workers)]
     return commands, envs
 
 

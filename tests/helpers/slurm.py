@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from runners.local import free_port
+from gradsync.dist.ports import free_port
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
 

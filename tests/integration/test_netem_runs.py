@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from gradsync.dist.host_checks import missing_netem_requirement
 from runners.netem import worker_env
-from runners.testbed import ShapedNetwork, missing_requirement
+from runners.testbed import ShapedNetwork
 from tests.helpers.cli import metrics, run_cli, summary
 from tests.helpers.jobs import start_long_job, workers_of
 
 pytestmark = pytest.mark.skipif(
-    missing_requirement() is not None, reason=str(missing_requirement())
+    missing_netem_requirement() is not None, reason=str(missing_netem_requirement())
 )
 
 RATES_MBIT = {"1gbit": 1000.0, "10mbit": 10.0}

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from gradsync.config.compose import compose_jobs
+from gradsync.dist.host_checks import missing_netem_requirement
 from gradsync.projection.planning import fits_here, planning_fit
-from runners.testbed import missing_requirement
 
 pytestmark = pytest.mark.skipif(
-    missing_requirement() is not None, reason=str(missing_requirement())
+    missing_netem_requirement() is not None, reason=str(missing_netem_requirement())
 )
 JOB = [
     "model=mlp", "trainer.workers=2", "trainer.log_every=2",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gradsync.config.compose import ConfigError, check_sweep, compose_jobs, launcher_overrides
-from runners.slurm import missing_sbatch
+from gradsync.dist.host_checks import missing_sbatch
 
 CASES = [
     (

@@ -16,7 +16,7 @@ from gradsync.dist.capacity import (
     process_bytes,
     processes_problem,
 )
-from runners.slurm import missing_sbatch
+from gradsync.dist.host_checks import missing_sbatch
 
 GIB = 2**30
 

@@ -8,9 +8,10 @@ import pytest
 
 from gradsync.comm.solo import SoloCollective
 from gradsync.config.compose import ConfigError, compose_jobs
-from runners import testbed
+from gradsync.dist import host_checks
+from gradsync.dist.rates import rate_mbit
 from runners.netem import worker_env
-from runners.testbed import MIN_BURST_BYTES, ShapedNetwork, default_burst, rate_mbit
+from runners.testbed import MIN_BURST_BYTES, ShapedNetwork, default_burst
 from tests.helpers.dist import run_world
 
 
@@ -51,15 +52,15 @@ def test_every_worker_gets_its_own_namespace_and_address():
 
 
 def test_without_root_the_refusal_is_one_line(monkeypatch):
-    monkeypatch.setattr(testbed.os, "geteuid", lambda: 1000)
-    problem = testbed.missing_requirement()
+    monkeypatch.setattr(host_checks.os, "geteuid", lambda: 1000)
+    problem = host_checks.missing_netem_requirement()
     assert problem is not None and "needs root" in problem and "\n" not in problem
 
 
 def test_without_iproute2_the_refusal_names_the_package(monkeypatch):
-    monkeypatch.setattr(testbed.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(testbed.shutil, "which", lambda tool: None)
-    assert "apt-get install iproute2" in str(testbed.missing_requirement())
+    monkeypatch.setattr(host_checks.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(host_checks.shutil, "which", lambda tool: None)
+    assert "apt-get install iproute2" in str(host_checks.missing_netem_requirement())
 
 
 # ---- the second link (runner.second_bandwidth) ------------------------------------------------

@@ -14,9 +14,13 @@ from typing import Any, ClassVar
 from omegaconf import II
 
 from gradsync.config.schema import TaskBound, TrainerConfig, require
-from runners.slurm import missing_sbatch, refused_submission
-from runners.testbed import missing_requirement, rate_mbit
-from runners.torchrun import missing_torchrun_env
+from gradsync.dist.host_checks import (
+    missing_netem_requirement,
+    missing_sbatch,
+    missing_torchrun_env,
+    refused_submission,
+)
+from gradsync.dist.rates import rate_mbit
 
 
 # ---- models -------------------------------------------------------------------------------
@@ -170,7 +174,7 @@ class NetemRunnerConfig(LocalRunnerConfig):
         require(self.queue_ms > 0, f"runner.queue_ms must be > 0, got {self.queue_ms}")
 
     def machine_problem(self) -> str | None:
-        return missing_requirement()
+        return missing_netem_requirement()
 
 
 @dataclass

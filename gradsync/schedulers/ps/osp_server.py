@@ -53,7 +53,7 @@ def flat(params: list[Tensor], layers: Iterable[int] | None = None) -> Tensor:
 def link_bytes_per_s(cfg: DictConfig, measured_mbit: float | None) -> float:
     """b of U_max: ``scheduler.bandwidth`` when given, else the link's rate as measured at the
     start of the run (runner=netem probes it), else 1 Gbit/s."""
-    from runners.testbed import rate_mbit
+    from gradsync.dist.rates import rate_mbit
 
     given = cfg.scheduler.get("bandwidth")
     if given:

@@ -1,0 +1,21 @@
+"""Link rates as ``tc`` writes them (``100mbit``, ``1gbit``): how ``runner.bandwidth`` and
+``scheduler.bandwidth`` are given, read by the config checks, the schedulers that size their
+sends to the link, the cost models and the emulated network alike."""
+
+from __future__ import annotations
+
+import re
+
+_RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)$")
+_MBIT_PER_UNIT = {"bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}
+
+
+def rate_mbit(rate: str, *, name: str = "bandwidth") -> float:
+    """Megabits per second of a ``tc`` rate such as ``100mbit`` or ``1gbit``; ``name`` is the
+    option the error message names."""
+    match = _RATE.match(rate)
+    if match is None:
+        raise ValueError(
+            f"{name} {rate!r} is not a rate like 100mbit or 1gbit (units: bit, kbit, mbit, gbit)"
+        )
+    return float(match.group(1)) * _MBIT_PER_UNIT[match.group(2)]
