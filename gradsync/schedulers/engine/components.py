@@ -43,12 +43,27 @@ class SyncComponents:
         """Compensate ``flat`` with its error-feedback residual, compress it, and keep what the
         compression left out as the new residual. ``layout``: ``sizes`` and ``tensors_after``
         as the compressor takes them."""
-        compensated = self.feedback.compensate(flat, name=name)
-        payload, ctx = self.compressor.compress(
-            compensated, name=name, step=step, epoch=epoch, **layout
+        return compensate_and_compress(
+            self.compressor, self.feedback, flat, name=name, step=step, epoch=epoch, **layout
         )
-        self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=name)
-        return payload, ctx
+
+
+def compensate_and_compress(
+    compressor: Compressor,
+    feedback: ErrorFeedback,
+    flat: Tensor,
+    *,
+    name: str,
+    step: int,
+    epoch: int,
+    **layout: Any,
+) -> tuple[Payload, Any]:
+    """``flat`` plus its residual, compressed; what the compression left out becomes the new
+    residual. ``layout``: ``sizes`` and ``tensors_after`` as the compressor takes them."""
+    compensated = feedback.compensate(flat, name=name)
+    payload, ctx = compressor.compress(compensated, name=name, step=step, epoch=epoch, **layout)
+    feedback.update(compensated, compressor.decompress(payload, ctx), name=name)
+    return payload, ctx
 
 
 def mark_stepped(optimizer: Optimizer) -> None:

@@ -7,9 +7,11 @@ compressors whose payloads add up (none, fp16, bf16, randomk)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
+from typing_extensions import Unpack
 
 from gradsync.algorithms.merge_plans import Plan, threshold_groups
+from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
 MIB = 1 << 20
@@ -42,12 +44,11 @@ def _elements(megabytes: float, element_size: int) -> int:
 
 class WfbpSync(PipelinedSync):
     def __init__(
-        self, *, bucket_mb: float = 25.0, first_bucket_mb: float = 1.0, **components: Any
+        self, *, bucket_mb: float = 25.0, first_bucket_mb: float = 1.0, **parts: Unpack[EngineParts]
     ) -> None:
-        compressor = components["compressor"]
-        if not compressor.allreducible:
+        if not parts["compressor"].allreducible:
             raise ValueError(
                 "scheduler=wfbp all-reduces buckets, so it needs a compressor whose payloads add "
                 "up (none, fp16, bf16, randomk, or a sparsifier with exchange=union)"
             )
-        super().__init__(planner=BucketPlanner(bucket_mb, first_bucket_mb), **components)
+        super().__init__(planner=BucketPlanner(bucket_mb, first_bucket_mb), **parts)
