@@ -43,27 +43,12 @@ class SyncComponents:
         """Compensate ``flat`` with its error-feedback residual, compress it, and keep what the
         compression left out as the new residual. ``layout``: ``sizes`` and ``tensors_after``
         as the compressor takes them."""
-        return compensate_and_compress(
-            self.compressor, self.feedback, flat, name=name, step=step, epoch=epoch, **layout
+        compensated = self.feedback.compensate(flat, name=name)
+        payload, ctx = self.compressor.compress(
+            compensated, name=name, step=step, epoch=epoch, **layout
         )
-
-
-def compensate_and_compress(
-    compressor: Compressor,
-    feedback: ErrorFeedback,
-    flat: Tensor,
-    *,
-    name: str,
-    step: int,
-    epoch: int,
-    **layout: Any,
-) -> tuple[Payload, Any]:
-    """``flat`` plus its residual, compressed; what the compression left out becomes the new
-    residual. ``layout``: ``sizes`` and ``tensors_after`` as the compressor takes them."""
-    compensated = feedback.compensate(flat, name=name)
-    payload, ctx = compressor.compress(compensated, name=name, step=step, epoch=epoch, **layout)
-    feedback.update(compensated, compressor.decompress(payload, ctx), name=name)
-    return payload, ctx
+        self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=name)
+        return payload, ctx
 
 
 def mark_stepped(optimizer: Optimizer) -> None:

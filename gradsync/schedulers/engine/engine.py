@@ -24,19 +24,20 @@ from typing import Any, TypedDict
 import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
-from typing_extensions import NotRequired
+from typing_extensions import NotRequired, Unpack
 
 from gradsync.algorithms.merge_plans import Plan, check_plan, groups_of
 from gradsync.schedulers.engine.combine import combine
-from gradsync.schedulers.engine.comm_thread import CommThread
-from gradsync.schedulers.engine.components import compensate_and_compress, gradient_of
+from gradsync.schedulers.engine.comm_thread import CommThread, Job
+from gradsync.schedulers.engine.components import SyncComponents, gradient_of
 from gradsync.schedulers.engine.queued_collective import AGREE, QueuedCollective
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.types import Collective, Compressor, ErrorFeedback, Payload, SyncStats
 
 
 class EngineParts(TypedDict):
-    """What every scheduler built on the engine is given (``train/build.py``'s arguments)."""
+    """What every scheduler built on the engine is given (``train/build.py``'s arguments, those
+    of ``SyncComponents``); ``clock`` synchronizes, for timings that feed a plan."""
 
     compressor: Compressor
     feedback: ErrorFeedback
@@ -47,31 +48,14 @@ class EngineParts(TypedDict):
 
 @dataclass
 class _Launched:
-    exchange: Any  # Job[Payload | list[Payload]]
+    exchange: Job[Payload | list[Payload]]
     ctx: Any
     flat: Tensor
 
 
-class ExchangeEngine:
-    workers_in_lockstep = True
-
-    def __init__(
-        self,
-        *,
-        compressor: Compressor,
-        feedback: ErrorFeedback,
-        collective: Collective,
-        clock: Callable[[], float],
-        run_dir: Path | None = None,
-    ) -> None:
-        self.compressor = compressor
-        self.feedback = feedback
-        self.collective = collective
-        self.clock = clock
-        """Synchronizing: for timings that feed a plan."""
-        self.run_dir = run_dir
-        """Where a scheduler may save what it measured (None: nowhere)."""
-        compressor.bind(collective)  # until attach() queues its calls on the comm thread
+class ExchangeEngine(SyncComponents):
+    def __init__(self, **parts: Unpack[EngineParts]) -> None:
+        super().__init__(**parts)  # binds the compressor until attach() queues its calls
         self._params: list[nn.Parameter] = []
         self._optimizer: Optimizer | None = None
         self._comm: CommThread | None = None
@@ -104,9 +88,6 @@ class ExchangeEngine:
         self._comm = CommThread(device)
         self._timer = StepTimer(device)
         self.compressor.bind(QueuedCollective(self.collective, self._comm, self._timer))
-
-    def flush(self) -> None:
-        """Nothing is left in flight after ``step``."""
 
     def begin(self, *, step: int, epoch: int = 0) -> None:
         self._step, self._epoch = step, epoch
@@ -152,9 +133,7 @@ class ExchangeEngine:
         profiled = self.clock() if self.profiling else 0.0
         members = model_order(self._groups[group])
         flat = torch.cat([gradient_of(self._params[i]) for i in members])
-        payload, ctx = compensate_and_compress(
-            self.compressor,
-            self.feedback,
+        payload, ctx = self.compress_with_feedback(
             flat,
             name=self.group_name(group),
             step=self._step,
