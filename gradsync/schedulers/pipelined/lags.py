@@ -3,9 +3,10 @@ with ``compressor=topk``) and exchanged as soon as its gradient is ready."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing_extensions import Unpack
 
 from gradsync.algorithms.merge_plans import Plan
+from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
 
@@ -17,5 +18,5 @@ class EveryTensorPlanner:
 
 
 class LagsSync(PipelinedSync):
-    def __init__(self, **components: Any) -> None:
-        super().__init__(planner=EveryTensorPlanner(), **components)
+    def __init__(self, **parts: Unpack[EngineParts]) -> None:
+        super().__init__(planner=EveryTensorPlanner(), **parts)

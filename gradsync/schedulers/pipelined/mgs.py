@@ -3,9 +3,10 @@ tensors join a group until it holds at least ``threshold`` elements."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing_extensions import Unpack
 
 from gradsync.algorithms.merge_plans import Plan, threshold_groups
+from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.pipelined.config import MGS_THRESHOLD
 from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
@@ -21,5 +22,5 @@ class ThresholdPlanner:
 
 
 class MgsSync(PipelinedSync):
-    def __init__(self, *, threshold: int = MGS_THRESHOLD, **components: Any) -> None:
-        super().__init__(planner=ThresholdPlanner(threshold), **components)
+    def __init__(self, *, threshold: int = MGS_THRESHOLD, **parts: Unpack[EngineParts]) -> None:
+        super().__init__(planner=ThresholdPlanner(threshold), **parts)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+
+from typing_extensions import Unpack
 
 from gradsync.algorithms.costs import CostModel, fit_alpha_beta, fit_gamma
 from gradsync.algorithms.merge_plans import (
@@ -21,6 +22,7 @@ from gradsync.algorithms.merge_plans import (
     single_group,
     threshold_groups,
 )
+from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.engine.profiling import measure_exchange, measure_gamma
 from gradsync.schedulers.pipelined.config import MGS_THRESHOLD
 from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
@@ -113,8 +115,8 @@ class OmgsSync(PipelinedSync):
         rule: str = "paper",
         profile_steps: int = 5,
         costs: str | None = None,
-        **components: Any,
+        **parts: Unpack[EngineParts],
     ) -> None:
         if rule not in OMGS_RULES:
             raise ValueError(f"unknown scheduler.rule {rule!r}; valid: {', '.join(OMGS_RULES)}")
-        super().__init__(planner=OmgsPlanner(rule, profile_steps, costs), **components)
+        super().__init__(planner=OmgsPlanner(rule, profile_steps, costs), **parts)

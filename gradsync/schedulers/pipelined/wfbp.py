@@ -2,16 +2,19 @@
 Gradients are gathered into buckets in backward order (the first of ``first_bucket_mb`` MiB,
 the others of ``bucket_mb``), and each
 bucket is all-reduced as soon as its last gradient is ready. Only ``step()`` waits. For
-compressors whose payloads add up (none, fp16, bf16, randomk)."""
+compressors whose payloads add up."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
+from typing_extensions import Unpack
 
 from gradsync.algorithms.merge_plans import Plan, threshold_groups
+from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.pipelined.config import BUCKET_MB, FIRST_BUCKET_MB
 from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
+from gradsync.schedulers.registry import require_allreducible
 
 MIB = 1 << 20
 
@@ -47,12 +50,7 @@ class WfbpSync(PipelinedSync):
         *,
         bucket_mb: float = BUCKET_MB,
         first_bucket_mb: float = FIRST_BUCKET_MB,
-        **components: Any,
+        **parts: Unpack[EngineParts],
     ) -> None:
-        compressor = components["compressor"]
-        if not compressor.allreducible:
-            raise ValueError(
-                "scheduler=wfbp all-reduces buckets, so it needs a compressor whose payloads add "
-                "up (none, fp16, bf16, randomk, or a sparsifier with exchange=union)"
-            )
-        super().__init__(planner=BucketPlanner(bucket_mb, first_bucket_mb), **components)
+        require_allreducible("wfbp", "buckets", parts["compressor"])
+        super().__init__(planner=BucketPlanner(bucket_mb, first_bucket_mb), **parts)

@@ -1,0 +1,107 @@
+"""The one thread that issues a scheduler's collectives, in the order they were submitted.
+
+NCCL needs every rank to issue the collectives of a communicator in the same order, and
+collectives issued from two threads at once may deadlock. So every collective of a step
+(exchanges and the talking compressors do while they select) is a job for this thread, run
+first in, first out; the plan fixes the submission order identically on every rank.
+
+On CUDA the jobs run on the thread's own stream: a job starts (on the device) after the work
+the submitting stream had queued when it was submitted, and the waiting stream continues (on
+the device) after the job's completion event; the host never waits for the device here. On the
+CPU the same calls are plain waits.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+import torch
+from torch import Tensor
+
+T = TypeVar("T")
+THREAD_NAME = "gradsync-comm"
+
+
+def _tensors(value: Any) -> Iterator[Tensor]:
+    """The tensors in a payload, a list of payloads, or any nesting of tuples and lists."""
+    if isinstance(value, Tensor):
+        yield value
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from _tensors(item)
+
+
+class Job(Generic[T]):
+    """A submitted piece of work; ``wait`` gives its result (or raises its error)."""
+
+    def __init__(self, work: Callable[[], T]) -> None:
+        self.work = work
+        self.ready: torch.cuda.Event | None = None
+        """CUDA: recorded on the submitting stream; the job's stream waits for it."""
+        self.finished: torch.cuda.Event | None = None
+        """CUDA: recorded on the job's stream after the work was issued."""
+        self._done = threading.Event()
+        self._result: Any = None
+        self._error: BaseException | None = None
+
+    def settle(self, result: Any, error: BaseException | None) -> None:
+        self._result, self._error = result, error
+        self._done.set()
+
+    def wait(self) -> T:
+        """The result, once the thread has run the job; on CUDA the caller's stream (not the
+        host) waits for the device to finish it."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        if self.finished is not None:
+            stream = torch.cuda.current_stream()
+            stream.wait_event(self.finished)
+            for tensor in _tensors(self._result):  # made on the job's stream, used on this one
+                tensor.record_stream(stream)
+        return self._result
+
+
+class CommThread:
+    def __init__(self, device: torch.device) -> None:
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self._jobs: queue.SimpleQueue[Job[Any] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+        self._thread.start()
+
+    def submit(self, work: Callable[[], T], *, inputs: Any = ()) -> Job[T]:
+        """Queue ``work`` after everything submitted before it. ``inputs``: tensors it reads or
+        writes, kept from reuse (CUDA) until the job's stream is done with them."""
+        job: Job[T] = Job(work)
+        if self.stream is not None:
+            job.ready = torch.cuda.Event()
+            job.ready.record()  # on the submitting thread's current stream
+            for tensor in _tensors(inputs):
+                tensor.record_stream(self.stream)
+        self._jobs.put(job)
+        return job
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join()
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job.settle(self._execute(job), None)
+            except BaseException as exc:  # handed to whoever waits for the job
+                job.settle(None, exc)
+
+    def _execute(self, job: Job[Any]) -> Any:
+        if self.stream is None:
+            return job.work()
+        assert job.ready is not None
+        with torch.cuda.stream(self.stream):
+            self.stream.wait_event(job.ready)
+            result = job.work()
+            job.finished = torch.cuda.Event()
+            job.finished.record(self.stream)
+        return result

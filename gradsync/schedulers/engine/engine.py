@@ -1,0 +1,237 @@
+"""The step every all-reduce-style scheduler shares, written once; a scheduler supplies only its
+policy: how tensors are grouped, and when a group goes.
+
+Tensors are taken in backward order (the reverse of ``model.parameters()``) and split into
+contiguous groups by a plan. Launching a group, on the compute side: flatten its gradients (in
+model order), compensate with the error-feedback residual, compress, keep what was left out as
+the new residual, and submit the exchange (all-reduce when payloads add up, else all-gather)
+to the scheduler's one communication thread. ``step()`` launches what has not gone yet, waits
+for the exchanges, combines and averages them, writes the gradients back, steps the optimizer
+and reports ``SyncStats``.
+
+Timings inside the step are ``StepTimer`` marks read at its end; profiled steps (a plan that
+measures the job) also time with the synchronizing ``clock``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, TypedDict
+
+import torch
+from torch import Tensor, nn
+from torch.optim import Optimizer
+from typing_extensions import NotRequired, Unpack
+
+from gradsync.algorithms.merge_plans import Plan, check_plan, groups_of
+from gradsync.schedulers.engine.combine import combine
+from gradsync.schedulers.engine.comm_thread import CommThread, Job
+from gradsync.schedulers.engine.components import SyncComponents, gradient_of
+from gradsync.schedulers.engine.queued_collective import AGREE, QueuedCollective
+from gradsync.schedulers.engine.step_timer import StepTimer
+from gradsync.types import Collective, Compressor, ErrorFeedback, Payload, SyncStats
+
+
+class EngineParts(TypedDict):
+    """What every scheduler built on the engine is given (``train/build.py``'s arguments, those
+    of ``SyncComponents``); ``clock`` synchronizes, for timings that feed a plan."""
+
+    compressor: Compressor
+    feedback: ErrorFeedback
+    collective: Collective
+    clock: Callable[[], float]
+    run_dir: NotRequired[Path | None]
+
+
+@dataclass
+class _Launched:
+    exchange: Job[Payload | list[Payload]]
+    ctx: Any
+    flat: Tensor
+
+
+class ExchangeEngine(SyncComponents):
+    def __init__(self, **parts: Unpack[EngineParts]) -> None:
+        super().__init__(**parts)  # binds the compressor until attach() queues its calls
+        self._params: list[nn.Parameter] = []
+        self._optimizer: Optimizer | None = None
+        self._comm: CommThread | None = None
+        self._timer = StepTimer(torch.device("cpu"))
+        self._plan: Plan = ()
+        self._groups: list[range] = []
+        self._group_of: list[int] = []
+        self._launched: dict[int, _Launched] = {}
+        self._step, self._epoch = 0, 0
+        self.profiling = False
+        """Time every compression and all-gather with ``clock`` (for a plan)."""
+        self.selections: list[tuple[int, float]] = []
+        """(elements, seconds) of each compression while profiling."""
+        self.exchanges: list[tuple[float, float]] = []
+        """(bytes sent, seconds) of each all-gather while profiling."""
+
+    # ---- policy: what a scheduler defines ------------------------------------------------------
+    def group_name(self, group: int) -> str:
+        """The name a group's residual and compressor state go by."""
+        return f"group{group}"
+
+    def extra_metrics(self) -> dict[str, float]:
+        return {}
+
+    # ---- set-up --------------------------------------------------------------------------------
+    def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
+        self._params = [p for p in model.parameters() if p.requires_grad][::-1]
+        self._optimizer = optimizer
+        device = self._params[0].device
+        self._comm = CommThread(device)
+        self._timer = StepTimer(device)
+        self.compressor.bind(QueuedCollective(self.collective, self._comm, self._timer))
+
+    def begin(self, *, step: int, epoch: int = 0) -> None:
+        self._step, self._epoch = step, epoch
+
+    def sizes(self) -> list[int]:
+        """Elements per tensor, backward order."""
+        return [p.numel() for p in self._params]
+
+    def use_plan(self, plan: Plan) -> None:
+        """Switch to ``plan`` (tensors per group, backward order), carrying every residual
+        over to the new groups."""
+        check_plan(plan, len(self._params))
+        if self._plan and plan != self._plan:
+            self._regroup_residuals(plan)
+        self._plan = plan
+        self._groups = groups_of(plan)
+        self._group_of = [g for g, group in enumerate(self._groups) for _ in group]
+        self._launched = {}
+
+    def _regroup_residuals(self, plan: Plan) -> None:
+        state = self.feedback.state_dict()
+        if not state:
+            return
+        sizes = self.sizes()
+        per_tensor: dict[int, Tensor] = {}
+        for g, group in enumerate(self._groups):  # still the old plan's
+            order = model_order(group)
+            numel = sum(sizes[i] for i in order)
+            residual = state.get(self.group_name(g), torch.zeros(numel)).reshape(-1)
+            per_tensor.update(zip(order, residual.split([sizes[i] for i in order]), strict=True))
+        self.feedback.load_state_dict(
+            {
+                self.group_name(g): torch.cat([per_tensor[i] for i in model_order(group)])
+                for g, group in enumerate(groups_of(plan))
+            }
+        )
+
+    # ---- one step ------------------------------------------------------------------------------
+    def launch(self, group: int, *, in_backward: bool) -> None:
+        """Compress group ``group`` and hand its exchange to the communication thread."""
+        assert self._comm is not None, "attach() before training"
+        start = self._timer.mark()
+        profiled = self.clock() if self.profiling else 0.0
+        members = model_order(self._groups[group])
+        flat = torch.cat([gradient_of(self._params[i]) for i in members])
+        payload, ctx = self.compress_with_feedback(
+            flat,
+            name=self.group_name(group),
+            step=self._step,
+            epoch=self._epoch,
+            sizes=[self._params[i].numel() for i in members],
+            tensors_after=min(members),  # backward index = tensors after it in the model
+        )
+        exchange = self._comm.submit(partial(self._exchange, payload), inputs=payload)
+        self._launched[group] = _Launched(exchange, ctx, flat)
+        end = self._timer.mark()
+        self._timer.add("compress", start, end)
+        if in_backward:
+            self._timer.add("in_backward", start, end)
+        if self.profiling:
+            self.selections.append((flat.numel(), self.clock() - profiled))
+
+    def _exchange(self, payload: Payload) -> Payload | list[Payload]:
+        """On the communication thread: sum the payloads, or gather every worker's."""
+        if self.compressor.allreducible:
+            return self.collective.all_reduce(payload)
+        if not self.profiling:
+            return self.collective.all_gather(payload)
+        start = self.clock()
+        gathered = self.collective.all_gather(payload)
+        sent = sum(t.numel() * t.element_size() for t in payload)
+        self.exchanges.append((float(sent), self.clock() - start))
+        return gathered
+
+    def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
+        assert self._optimizer is not None, "attach() before step()"
+        self._step, self._epoch = step, epoch
+        # A group that has not gone yet: launched after backward, or a parameter got no
+        # gradient this step. In group order, the same on every worker.
+        for group in range(len(self._groups)):
+            if group not in self._launched:
+                self.launch(group, in_backward=False)
+        waited = self._timer.mark()
+        received = self._wait_all()
+        communicated = self._timer.mark()
+        numel, selected = self._write_back(received)
+        self._optimizer.step()
+        self._timer.add("comm", waited, communicated)
+        self._timer.add("update", communicated, self._timer.mark())
+        self._launched = {}
+        return self._stats(numel, selected)
+
+    def _wait_all(self) -> dict[int, Payload | list[Payload]]:
+        """Every exchange's result; the first failure is raised once all have settled."""
+        results: dict[int, Any] = {}
+        error: BaseException | None = None
+        for group, launched in self._launched.items():
+            try:
+                results[group] = launched.exchange.wait()
+            except BaseException as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+        return results
+
+    def _write_back(self, received: dict[int, Payload | list[Payload]]) -> tuple[int, int]:
+        """Average every group into its tensors' ``.grad``; (elements, elements sent)."""
+        n = self.collective.world_size
+        numel = selected_count = 0
+        for group, members in enumerate(self._groups):
+            launched = self._launched[group]
+            summed, selected = combine(
+                self.compressor, received[group], launched.ctx, like=launched.flat
+            )
+            summed.div_(n)
+            offset = 0
+            for i in model_order(members):
+                param = self._params[i]
+                param.grad = summed[offset : offset + param.numel()].view_as(param)
+                offset += param.numel()
+            numel += launched.flat.numel()
+            selected_count += launched.flat.numel() if selected is None else selected.numel()
+        return numel, selected_count
+
+    def _stats(self, numel: int, selected: int) -> SyncStats:
+        seconds = self._timer.read()
+        count = self.collective.take_bytes()
+        return SyncStats(
+            bytes_sent=count.payload,
+            bytes_wire=count.wire,
+            bytes_dense=numel * self._params[0].element_size(),
+            density_setup=self.compressor.density,
+            density_actual=selected / numel,
+            error_norm=self.feedback.norm(),
+            # A compressor waiting for the workers to agree (AGREE) is communicating.
+            time_compress=seconds["compress"] - seconds[AGREE],
+            time_comm=seconds["comm"] + seconds[AGREE],
+            time_update=seconds["update"],
+            time_in_backward=seconds["in_backward"],
+            extra=self.extra_metrics(),
+        )
+
+
+def model_order(group: range) -> list[int]:
+    """A group's tensors in model order (indices count in backward order): compressors see a
+    group's tensors as the model lists them, the output layer's last."""
+    return list(reversed(group))

@@ -1,0 +1,65 @@
+"""The job's collective as a compressor sees it once a scheduler is attached: every call is a job
+for the scheduler's communication thread, so a compressor that talks while it compresses
+(TernGrad's scalers, union top-k, CLT-k, DEFT) takes its place in the one FIFO order, after the
+exchanges submitted before it. The caller waits for its answer (on CUDA its stream waits).
+
+The time a caller waits is the step's ``agree`` span: communication, not compression."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import torch
+
+from gradsync.schedulers.engine.comm_thread import CommThread
+from gradsync.schedulers.engine.step_timer import StepTimer
+from gradsync.types import Collective, Payload
+
+T = TypeVar("T")
+AGREE = "agree"
+
+
+class QueuedCollective:
+    def __init__(self, collective: Collective, comm: CommThread, timer: StepTimer) -> None:
+        self.inner = collective
+        self.rank = collective.rank
+        self.world_size = collective.world_size
+        self._comm = comm
+        self._timer = timer
+
+    def _call(self, work: Callable[[], T], inputs: Any = ()) -> T:
+        start = self._timer.mark()
+        result = self._comm.submit(work, inputs=inputs).wait()
+        self._timer.add(AGREE, start, self._timer.mark())
+        return result
+
+    def all_reduce(self, payload: Payload, *, op: str = "sum") -> Payload:
+        return self._call(lambda: self.inner.all_reduce(payload, op=op), payload)
+
+    def start_all_reduce(self, payload: Payload, *, op: str = "sum") -> Callable[[], Payload]:
+        job = self._comm.submit(lambda: self.inner.all_reduce(payload, op=op), inputs=payload)
+        return job.wait
+
+    def all_gather(self, payload: Payload) -> list[Payload]:
+        return self._call(lambda: self.inner.all_gather(payload), payload)
+
+    def broadcast(self, payload: Payload, *, src: int) -> Payload:
+        return self._call(lambda: self.inner.broadcast(payload, src=src), payload)
+
+    def barrier(self) -> None:
+        self._call(self.inner.barrier)
+
+    def reduce_metrics(
+        self, values: Sequence[float], *, device: torch.device, op: str = "sum"
+    ) -> list[float]:
+        return self._call(lambda: self.inner.reduce_metrics(values, device=device, op=op))
+
+    def fork(self, *, interface: str | None = None) -> Collective:
+        return self.inner.fork(interface=interface)
+
+    def take_bytes(self) -> Any:
+        return self.inner.take_bytes()
+
+    def busy_seconds(self) -> float:
+        return self.inner.busy_seconds()

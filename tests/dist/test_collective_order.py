@@ -1,0 +1,229 @@
+"""The rules that keep schedulers correct on NCCL, checked on gloo: every rank issues the same
+collectives on every communicator in the same order, and the compute (hook) thread issues none
+while a step's communication is under way (the communication thread issues them all).
+
+One world runs every pipelined scheduler with every compressor that talks while it compresses
+(TernGrad's scalers, union top-k's indices, CLT-k's and DEFT's broadcasts and gathers); an
+instrumented collective records each call on each rank."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from gradsync.comm.collective import TorchCollective
+from gradsync.compressors.cltk import CLTKCompressor
+from gradsync.compressors.deft import DEFTCompressor
+from gradsync.compressors.terngrad import TernGradCompressor
+from gradsync.compressors.topk import TopKCompressor
+from gradsync.feedback.none import NoneFeedback
+from gradsync.feedback.residual import ResidualFeedback
+from gradsync.schedulers.allreduce.allreduce import AllreduceSync
+from gradsync.schedulers.pipelined.lags import LagsSync
+from gradsync.schedulers.pipelined.mgs import MgsSync
+from gradsync.schedulers.pipelined.omgs import OmgsSync
+from gradsync.schedulers.pipelined.wfbp import WfbpSync
+from gradsync.schedulers.registry import allreducible_problem
+from tests.helpers.dist import run_world
+from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
+
+pytestmark = pytest.mark.dist
+
+STEPS = 3
+WORKERS = 2
+COMPRESSORS = {
+    "terngrad": TernGradCompressor,
+    "topk-union": lambda: TopKCompressor(density=0.3, exchange="union"),
+    "cltk": lambda: CLTKCompressor(density=0.3),
+    "deft": lambda: DEFTCompressor(density=0.3),
+}
+SCHEDULERS = {  # the class and its options
+    "allreduce": (AllreduceSync, {}),
+    "wfbp": (WfbpSync, {"bucket_mb": 0.001, "first_bucket_mb": 0.001}),
+    "lags": (LagsSync, {}),
+    "mgs": (MgsSync, {"threshold": 100}),
+    "omgs": (OmgsSync, {"rule": "optimal", "profile_steps": 1}),
+}
+
+
+@dataclass(frozen=True)
+class Call:
+    communicator: str
+    operation: str
+    shapes: tuple
+    thread: str
+    in_flight: tuple[tuple[str, str], ...]
+    """(thread, communicator) of every other collective not finished when this one began."""
+    step: int | None
+    """The step whose ``begin`` .. ``step`` issued it (None: between steps)."""
+
+
+class CallLog:
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.step: int | None = None
+        self._open: dict[int, tuple[str, str]] = {}
+        self._tokens = itertools.count()
+        self._lock = threading.Lock()
+
+    def begin(self, communicator: str, operation: str, shapes: tuple) -> int:
+        thread = threading.current_thread().name
+        with self._lock:
+            in_flight = tuple(sorted(self._open.values()))
+            call = Call(communicator, operation, shapes, thread, in_flight, self.step)
+            self.calls.append(call)
+            token = next(self._tokens)
+            self._open[token] = (thread, communicator)
+        return token
+
+    def end(self, token: int) -> None:
+        with self._lock:
+            del self._open[token]
+
+
+def _shapes(payload, *, ragged: bool = False) -> tuple:
+    """dtype and shape of each tensor; an all-gather's lengths may differ between ranks
+    (the wire pads them), so only their trailing dimensions are compared."""
+    return tuple((str(t.dtype), tuple(t.shape[1:] if ragged else t.shape)) for t in payload)
+
+
+class RecordingCollective(TorchCollective):
+    forks = itertools.count(1)
+
+    def __init__(self, *, log: CallLog, name: str = "default", **options) -> None:
+        super().__init__(**options)
+        self.log, self.name = log, name
+
+    def fork(self, *, interface=None):
+        plain = super().fork(interface=interface)
+        name = f"fork{next(self.forks)}"
+        return RecordingCollective(log=self.log, name=name, group=plain.group, clock=self.clock)
+
+    def _recorded(self, operation: str, shapes: tuple, run):
+        token = self.log.begin(self.name, operation, shapes)
+        try:
+            return run()
+        finally:
+            self.log.end(token)
+
+    def all_reduce(self, payload, *, op="sum"):
+        run = lambda: super(RecordingCollective, self).all_reduce(payload, op=op)  # noqa: E731
+        return self._recorded(f"all_reduce/{op}", _shapes(payload), run)
+
+    def start_all_reduce(self, payload, *, op="sum"):
+        token = self.log.begin(self.name, f"all_reduce/{op}", _shapes(payload))
+        finish = super().start_all_reduce(payload, op=op)
+
+        def finished():
+            try:
+                return finish()
+            finally:
+                self.log.end(token)
+
+        return finished
+
+    def all_gather(self, payload):
+        run = lambda: super(RecordingCollective, self).all_gather(payload)  # noqa: E731
+        return self._recorded("all_gather", _shapes(payload, ragged=True), run)
+
+    def broadcast(self, payload, *, src):
+        run = lambda: super(RecordingCollective, self).broadcast(payload, src=src)  # noqa: E731
+        return self._recorded(f"broadcast/{src}", _shapes(payload), run)
+
+    def reduce_metrics(self, values, *, device, op="sum"):
+        run = lambda: super(RecordingCollective, self).reduce_metrics(  # noqa: E731
+            values, device=device, op=op
+        )
+        return self._recorded(f"reduce_metrics/{op}", (len(values),), run)
+
+
+def _refused(scheduler: str, compressor) -> bool:
+    """What the config layer refuses: an all-reducing scheduler with payloads that do not add up."""
+    return allreducible_problem(scheduler, type(compressor).__name__, compressor) is not None
+
+
+def _train(rank: int, world_size: int, scheduler: str, compressor, costs: str) -> list[Call]:
+    cls, options = SCHEDULERS[scheduler]
+    if scheduler == "omgs":
+        options = {**options, "costs": costs}  # planned from a file: no microbenchmarks
+    log = CallLog()
+    model, data = tiny_model(), tiny_data(STEPS, world_size)
+    opt = sgd(model)
+    feedback = ResidualFeedback() if compressor.error_feedback else NoneFeedback()
+    collective = RecordingCollective(log=log)
+    sync = cls(
+        **options,
+        compressor=compressor,
+        feedback=feedback,
+        collective=collective,
+        clock=time.perf_counter,
+    )
+    sync.attach(model, opt)
+    for step in range(STEPS):
+        log.step = step
+        sync.begin(step=step)
+        local_loss(model, data, step, rank, world_size).backward()
+        sync.step(step=step)
+        log.step = None
+        opt.zero_grad(set_to_none=True)
+    return log.calls
+
+
+def _record_all(rank: int, world_size: int, costs: str) -> dict:
+    records = {}
+    for scheduler, name in itertools.product(SCHEDULERS, COMPRESSORS):
+        compressor = COMPRESSORS[name]()
+        if not _refused(scheduler, compressor):
+            records[scheduler, name] = _train(rank, world_size, scheduler, compressor, costs)
+    return {"records": records, "compute_thread": threading.current_thread().name}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> list[dict]:
+    root = tmp_path_factory.mktemp("order")
+    costs = root / "costs.json"
+    costs.write_text(json.dumps({"gamma": 1e-9, "alpha": 1e-4, "beta": 1e-9}))
+    return run_world(_record_all, WORKERS, root / "world", str(costs))
+
+
+def test_every_combination_the_config_allows_ran(world):
+    cases = set(world[0]["records"])
+    assert ("wfbp", "terngrad") not in cases  # TernGrad all-gathers: wfbp refuses it
+    assert len(cases) == len(SCHEDULERS) * len(COMPRESSORS) - 1
+    for calls in world[0]["records"].values():
+        assert any(c.step is not None for c in calls)  # these compressors talk in every step
+
+
+def test_every_rank_issues_the_same_collectives_in_the_same_order(world):
+    for case, calls in world[0]["records"].items():
+        for other in world[1:]:
+            theirs = other["records"][case]
+            for communicator in {c.communicator for c in calls} | {c.communicator for c in theirs}:
+                mine = [(c.operation, c.shapes) for c in calls if c.communicator == communicator]
+                same = [(c.operation, c.shapes) for c in theirs if c.communicator == communicator]
+                assert mine == same, (case, communicator)
+
+
+def test_no_collective_runs_beside_another_from_a_different_thread_or_communicator(world):
+    for rank in world:
+        for case, calls in rank["records"].items():
+            for call in calls:
+                assert call.in_flight == (), (case, call)
+
+
+def test_the_compute_thread_issues_no_collective_until_the_steps_communication_is_done(world):
+    """Within a step, the hook (compute) thread may talk only after the last collective of the
+    other threads (planning at the step's end); with the test above, after it finished."""
+    for rank in world:
+        compute = rank["compute_thread"]
+        for case, calls in rank["records"].items():
+            for step in range(STEPS):
+                threads = [c.thread for c in calls if c.step == step]
+                others = [i for i, thread in enumerate(threads) if thread != compute]
+                first_own = threads.index(compute) if compute in threads else len(threads)
+                assert not others or first_own > others[-1], (case, step, threads)
