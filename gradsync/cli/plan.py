@@ -15,8 +15,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync.cli.command import print_or_fail, wants_help
 from gradsync.config.compose import ConfigError, compose_jobs
-from gradsync.job_command import print_or_fail, wants_help
 
 USAGE = "usage: gradsync plan [scheduler=omgs] [model=...] [key=value ...]"
 

@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
+from gradsync.cli.command import print_or_fail, wants_help
 from gradsync.config.compose import ConfigError, compose_each, compose_jobs
-from gradsync.job_command import print_or_fail, wants_help
 
 if TYPE_CHECKING:  # torch is imported only once a simulation runs
     from gradsync.projection.cluster import Cluster

@@ -19,6 +19,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync import __version__
+from gradsync.cli.run_args import RunArgs, parse_run_args
 from gradsync.config.compose import (
     ConfigError,
     check_config,
@@ -34,7 +35,6 @@ from gradsync.config.instantiate import build
 from gradsync.config.schema import register_schemas
 from gradsync.metrics.summary import write_summary
 from gradsync.metrics.sweep_summary import SweepSummaryCallback, write_sweep_summary
-from gradsync.run_args import RunArgs, parse_run_args
 from gradsync.stop_signals import Stopped, stop_on_signals
 from gradsync.train.checkpoint import resolve_checkpoint
 from runners.base import Runner, WorkerFailure, worker_launch
@@ -164,7 +164,7 @@ def _summary_line(summary: dict) -> str:
     return " | ".join(parts) + f"\nrun dir: {summary['run_dir']}"
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def _hydra_main(cfg: DictConfig) -> None:
     run_job(cfg)
 
@@ -330,26 +330,22 @@ def _main(args: list[str]) -> int:
     if command not in COMMANDS:
         _fail(f"unknown command '{command}'; valid commands: {', '.join(COMMANDS)}")
     if command == "sweep":
-        from gradsync import sweep_cli
+        from gradsync.cli import sweep as sweep_cli
 
         register_schemas()
         return sweep_cli.main(rest)
     if command == "plan":
-        from gradsync import plan_cli
+        from gradsync.cli import plan as plan_cli
 
         register_schemas()
         return plan_cli.main(rest)
     if command == "simulate":
-        from gradsync import simulate_cli
+        from gradsync.cli import simulate as simulate_cli
 
         register_schemas()
         return simulate_cli.main(rest)
     if command == "report":
-        from gradsync.report import cli as report_cli
+        from gradsync.cli import report as report_cli
 
         return report_cli.main(rest)
     return _run_command(rest)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,5 @@
+"""``gradsync``: the command line, one module per command."""
+
+from gradsync.cli.run import main
+
+__all__ = ["main"]
