@@ -30,7 +30,7 @@ from gradsync.config.compose import (
     launcher_overrides,
     write_resolved,
 )
-from gradsync.config.files import ROOT_CONFIG_FILE, output_dir_problem
+from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG, ROOT_CONFIG_FILE, output_dir_problem
 from gradsync.config.instantiate import build
 from gradsync.config.schema import register_schemas
 from gradsync.metrics.summary import write_summary
@@ -164,7 +164,7 @@ def _summary_line(summary: dict) -> str:
     return " | ".join(parts) + f"\nrun dir: {summary['run_dir']}"
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_MODULE}", config_name=ROOT_CONFIG)
 def _hydra_main(cfg: DictConfig) -> None:
     run_job(cfg)
 

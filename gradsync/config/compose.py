@@ -20,6 +20,7 @@ from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG
 from gradsync.config.schema import (
     Device,
     FileDatasetConfig,
@@ -27,9 +28,6 @@ from gradsync.config.schema import (
     TrainConfig,
     register_schemas,
 )
-
-CONFIG_MODULE = "gradsync.conf"
-ROOT_CONFIG = "train"
 
 
 class ConfigError(ValueError):
