@@ -42,7 +42,7 @@ def _offline_env(monkeypatch, tmp_path_factory):
 def gradsync_cmd() -> list[str]:
     """The installed console script, as a user would type it."""
     script = Path(sys.executable).parent / "gradsync"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "gradsync.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "gradsync"]
 
 
 @pytest.fixture

@@ -8,18 +8,19 @@ that depend on this machine (CUDA, resume paths) up front, for every job of a sw
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
 from pathlib import Path
 
 from hydra import compose, initialize_config_module
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import OverrideType
+from hydra.core.override_parser.types import Override, OverrideType
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG
 from gradsync.config.schema import (
     Device,
     FileDatasetConfig,
@@ -32,22 +33,34 @@ from gradsync.schedulers.registry import (
     spec_of,
 )
 
-CONFIG_MODULE = "gradsync.conf"
-ROOT_CONFIG = "train"
-
 
 class ConfigError(ValueError):
     """Bad user input; the message is one line that says what to do."""
 
 
 def expand_sweep(overrides: list[str]) -> list[list[str]]:
-    """Every job's overrides for a -m command (the cartesian product of sweep values)."""
+    """Every job's overrides for a -m command, in the order Hydra's basic sweeper numbers the
+    jobs: the cartesian product of one axis per key, in the order the keys first appear (a key
+    given again keeps its place and takes the later values), the last axis varying fastest."""
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
-        (batch,) = BasicSweeper.split_arguments(parsed, max_batch_size=None)
+        axes = {override.get_key_element(): _sweep_values(override) for override in parsed}
     except HydraException as exc:
         raise ConfigError(f"cannot parse overrides: {_first_line(str(exc))}") from None
-    return batch
+    return [list(job) for job in itertools.product(*axes.values())]
+
+
+def _sweep_values(override: Override) -> list[str]:
+    """``key=value`` for each value an override takes, as Hydra writes them."""
+    key = override.get_key_element()
+    if not override.is_sweep_override():
+        return [f"{key}={override.get_value_element_as_str()}"]
+    if not override.is_discrete_sweep():  # interval(): values for an optimizer to choose
+        raise ConfigError(
+            f"{override.input_line}: an interval cannot be split into jobs; give the values "
+            "(a,b,c), choice(...) or range(...)"
+        )
+    return [f"{key}={value}" for value in override.sweep_string_iterator()]
 
 
 def defer_keys_of_swept_groups(overrides: list[str]) -> list[str]:

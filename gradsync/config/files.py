@@ -7,9 +7,14 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 
-ROOT_CONFIG_FILE = Path(__file__).resolve().parents[1] / "conf" / "train.yaml"
+CONFIG_MODULE = "gradsync.conf"
+"""Where Hydra finds the config groups: ``conf/`` of the repository, installed as this module
+(``pyproject.toml``)."""
+ROOT_CONFIG = "train"
+ROOT_CONFIG_FILE = Path(str(resources.files(CONFIG_MODULE) / f"{ROOT_CONFIG}.yaml"))
 
 
 def json_object_problem(path: str, key: str, fields: Sequence[str], what: str) -> str | None:

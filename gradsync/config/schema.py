@@ -1,6 +1,6 @@
 """Typed schemas behind every config group.
 
-Each option file in ``gradsync/conf/<group>/`` starts from a dataclass (its defaults list names
+Each option file in ``conf/<group>/`` starts from a dataclass (its defaults list names
 ``/schema/<group>/<option>``), so a misspelt key or a wrong type fails when the config is
 composed. Range checks live in ``__post_init__``: they run when the composed config is turned
 into objects (``OmegaConf.to_object``) in the launching process, before any output is written.

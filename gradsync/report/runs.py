@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from gradsync.cli.sweep import JOBS_FILE
 from gradsync.metrics.summary import (
     METRICS_FILE,
     SUMMARY_FILE,
@@ -25,7 +26,6 @@ from gradsync.metrics.summary import (
     read_summary,
 )
 from gradsync.metrics.sweep_summary import job_order
-from gradsync.sweep_cli import JOBS_FILE
 
 INCOMPLETE = "incomplete"  # no summary.json yet: still running, or killed before writing one
 NOT_STARTED = "not started"  # listed in a sweep's jobs.txt, no directory yet

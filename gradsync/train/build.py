@@ -1,4 +1,4 @@
-"""Turn the resolved config into live components. With ``cli.py``, the only code reading cfg."""
+"""Turn the resolved config into live components. With gradsync.cli, the only code reading cfg."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import struct
 import pytest
 import torch
 
-from gradsync import simulate_cli
+from gradsync.cli import simulate
 from gradsync.projection.measured import read
 from gradsync.schedulers.engine.profiling import profile_tensors
 from tests.helpers.cli import run_cli
@@ -114,7 +114,7 @@ def test_simulate_rejects_bad_input_with_one_line_and_exit_2(gradsync_cmd, cli_e
 
 
 def test_simulate_help_names_its_options(capsys):
-    assert simulate_cli.main(["--help"]) == 0
+    assert simulate.main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "--timeline FILE.png" in out and "--workers" in out and "--algorithm" in out
     assert "--compute-scale F" in out and "--warmup-steps N" in out

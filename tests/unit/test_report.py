@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from gradsync.cli.report import main as report_main
 from gradsync.metrics.loggers import JsonlLogger
 from gradsync.metrics.summary import read_metrics_file, steady_mean
-from gradsync.report.cli import main as report_main
 from gradsync.report.naming import differing_keys, name_runs, short_names
 from gradsync.report.runs import INCOMPLETE, NOT_STARTED, Run, continuous, find_runs
 from gradsync.report.table import EVAL_METRICS, build_table, time_parts, time_to_target

@@ -5,9 +5,10 @@ do, not Hydra's usage text or a traceback.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
+from gradsync.cli.command import CommandParser
+from gradsync.cli.groups import groups_text
 from gradsync.config.compose import ConfigError
 
 INFO_CHOICES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
@@ -16,18 +17,8 @@ PRINTING = ("cfg", "info", "shell_completion")
 # Hydra's flags after which Hydra alone reads the arguments: another config than gradsync's
 # own, or shell completion (whose arguments are a query, not overrides).
 HYDRA_ONLY = ("config_path", "config_name", "config_dir", "shell_completion")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, as for every gradsync command
-        unknown = "unrecognized arguments: "
-        if message.startswith(unknown):
-            message = f"unknown option {message[len(unknown) :].split()[0]}"
-        raise ConfigError(f"{message}; see gradsync run --help")
-
-
-# Hydra's flags, passed to it as given (hydra/_internal/utils.py defines them): long form, short
-# form, and how argparse takes the value.
+# Hydra's own flags (``gradsync run --hydra-help`` lists them), passed to it as given: long
+# form, short form, and how argparse takes the value.
 HYDRA_FLAGS: tuple[tuple[str, str | None, dict[str, object]], ...] = (
     ("--cfg", "-c", {"choices": ("job", "hydra", "all")}),
     ("--resolve", None, {"action": "store_true"}),
@@ -42,8 +33,23 @@ HYDRA_FLAGS: tuple[tuple[str, str | None, dict[str, object]], ...] = (
 )
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="gradsync run", add_help=False, allow_abbrev=False)
+def run_help() -> str:
+    return "\n".join(
+        [
+            "usage: gradsync run [-m] [group=option ...] [key=value ...]\n",
+            "Train one configuration; with -m, every combination of comma-separated values.",
+            "Outputs go to hydra.run.dir (default outputs/DATE/TIME) or, with -m, to",
+            "hydra.sweep.dir/N (default multirun/DATE/TIME/N) plus a sweep summary.csv.\n",
+            groups_text(),
+            "\nshow every key and its value: gradsync run --cfg job [overrides]",
+            "Hydra's own options:           gradsync run --hydra-help",
+        ]
+    )
+
+
+def _parser() -> CommandParser:
+    # No abbreviations: Hydra's flags are passed on exactly as Hydra spells them.
+    parser = CommandParser("run", help_text=run_help, allow_abbrev=False)
     parser.add_argument("overrides", nargs="*")
     parser.add_argument("-m", "--multirun", action="store_true")
     for long, short, how in HYDRA_FLAGS:
@@ -67,9 +73,12 @@ class RunArgs:
     """Hydra alone reads the arguments (-cp/-cn/-cd, --shell-completion): none are checked."""
 
 
-def parse_run_args(args: list[str]) -> RunArgs:
-    """``gradsync run``'s arguments; ConfigError (one line) when they cannot work."""
-    parsed = _parser().parse_intermixed_args(args)
+def parse_run_args(args: list[str]) -> RunArgs | None:
+    """``gradsync run``'s arguments; None when the help was asked for (and printed);
+    ConfigError (one line) when they cannot work."""
+    parsed = _parser().parse(args)
+    if parsed is None:
+        return None
     printing = [f"--{name.replace('_', '-')}" for name in PRINTING if getattr(parsed, name)]
     if printing and parsed.multirun:
         raise ConfigError(

@@ -13,6 +13,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from gradsync.cli.command import CommandParser, docstring_help
 from gradsync.config.compose import ConfigError, check_sweep, expand_sweep
 from gradsync.metrics.sweep_summary import sweep_rows, write_sweep_summary
 
@@ -54,20 +55,25 @@ def summarize(sweep_dir: Path) -> int:
     return 1 if failed else 0
 
 
+def _parser() -> CommandParser:
+    parser = CommandParser("sweep", help_text=docstring_help(USAGE, __doc__))
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--list", nargs="*", metavar="OVERRIDE")
+    mode.add_argument("--summarize", type=Path, metavar="SWEEP_DIR")
+    return parser
+
+
 def main(args: list[str]) -> int:
-    if args and args[0] in ("-h", "--help"):
-        print(USAGE)
-        print(__doc__.split("\n\n", 1)[1].rstrip())
-        return 0
-    mode, rest = (args[0], args[1:]) if args else ("", [])
     try:
-        if mode == "--list":
-            print("\n".join(list_jobs(rest)))
+        parsed = _parser().parse(args)
+        if parsed is None:
+            return 0  # the help was asked for
+        if parsed.list is not None:
+            print("\n".join(list_jobs(parsed.list)))
             return 0
-        if mode == "--summarize" and len(rest) == 1:
-            return summarize(Path(rest[0]))
+        if parsed.summarize is not None:
+            return summarize(parsed.summarize)
+        raise ConfigError(USAGE)
     except ConfigError as exc:
         print(f"gradsync: error: {exc}", file=sys.stderr)
         return 2
-    print(f"gradsync: error: {USAGE}", file=sys.stderr)
-    return 2

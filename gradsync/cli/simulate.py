@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from gradsync.algorithms.simulator import PAPER_MU
+from gradsync.cli.command import CommandParser, docstring_help, print_or_fail
 from gradsync.config.compose import ConfigError, compose_each, compose_jobs
-from gradsync.job_command import print_or_fail, wants_help
 from gradsync.schedulers.registry import SCHEDULERS
 
 if TYPE_CHECKING:  # torch is imported only once a simulation runs
@@ -87,13 +87,8 @@ class Combination:
         return " ".join((f"{self.compressor} × {self.scheduler}", *self.settings))
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, as for every gradsync command
-        raise ConfigError(f"{message}; see gradsync simulate --help")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="gradsync simulate", add_help=False)
+def _parser() -> CommandParser:
+    parser = CommandParser("simulate", help_text=docstring_help(USAGE, __doc__))
     parser.add_argument("overrides", nargs="*")
     parser.add_argument("--compressors", type=_names)
     parser.add_argument("--schedulers", type=_names)
@@ -432,15 +427,12 @@ def _draw_job_timelines(
     draw_timelines(simulated, path)
 
 
-def _simulate(args: list[str]) -> str:
-    parsed, unknown = _parser().parse_known_args(args)
-    unknown += [arg for arg in parsed.overrides if arg.startswith("-")]
-    if unknown:
-        raise ConfigError(f"unknown option {unknown[0]}; see gradsync simulate --help")
+def _simulate(args: list[str]) -> str | None:
+    parsed = _parser().parse(args)
+    if parsed is None:
+        return None  # the help was asked for
     return simulate(parsed)
 
 
 def main(args: list[str]) -> int:
-    if wants_help(args, USAGE, __doc__):
-        return 0
     return print_or_fail(lambda: _simulate(args))

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync.cli.command import CommandParser, docstring_help, print_or_fail
 from gradsync.config.compose import ConfigError, compose_jobs
-from gradsync.job_command import print_or_fail, wants_help
 
 USAGE = "usage: gradsync plan [scheduler=omgs] [model=...] [key=value ...]"
 
@@ -97,11 +97,17 @@ def plan(cfg: DictConfig) -> str:
     return "\n".join(lines)
 
 
-def _plan(args: list[str]) -> str:
-    unknown = [arg for arg in args if arg.startswith("-")]
-    if unknown:
-        raise ConfigError(f"unknown option {unknown[0]}; see gradsync plan --help")
-    (cfg,) = compose_jobs(args, multirun=False, launcher_here=False)
+def _parser() -> CommandParser:
+    parser = CommandParser("plan", help_text=docstring_help(USAGE, __doc__))
+    parser.add_argument("overrides", nargs="*")
+    return parser
+
+
+def _plan(args: list[str]) -> str | None:
+    parsed = _parser().parse(args)
+    if parsed is None:
+        return None  # the help was asked for
+    (cfg,) = compose_jobs(parsed.overrides, multirun=False, launcher_here=False)
     if OmegaConf.select(cfg, "scheduler.rule") is None:
         raise ConfigError(
             "gradsync plan compares the merge rules of scheduler=omgs; add scheduler=omgs"
@@ -110,6 +116,4 @@ def _plan(args: list[str]) -> str:
 
 
 def main(args: list[str]) -> int:
-    if wants_help(args, USAGE, __doc__):
-        return 0
     return print_or_fail(lambda: _plan(args))

@@ -7,6 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from gradsync.cli.command import CommandParser
+from gradsync.config.compose import ConfigError
 from gradsync.config.files import writable_dir_problem
 from gradsync.report.document import Report, data_warnings, write_report
 from gradsync.report.naming import name_runs
@@ -26,14 +28,10 @@ examples:
   gradsync report SWEEP --label "{compressor} ρ={compressor.density}" --out figures/"""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, as for every gradsync command
-        raise ReportError(f"{message}; see gradsync report --help")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="gradsync report",
+def _parser() -> CommandParser:
+    parser = CommandParser(
+        "report",
+        names_unknown_option=False,
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -89,8 +87,11 @@ def _targets(args: argparse.Namespace) -> dict[str, float]:
     return targets
 
 
-def report(args: list[str]) -> Path:
-    options = _parser().parse_args(args)
+def report(args: list[str]) -> Path | None:
+    """Write the report; its path, or None when the help was asked for (and printed)."""
+    options = _parser().parse(args)
+    if options is None:
+        return None
     if options.label is not None and options.group_by:
         raise ReportError("give --group-by or --label, not both")
     targets = _targets(options)
@@ -121,12 +122,9 @@ def report(args: list[str]) -> Path:
 
 
 def main(args: list[str]) -> int:
-    if any(a in ("-h", "--help") for a in args):
-        _parser().print_help()
-        return 0
     try:
         report(args)
-    except ReportError as exc:
+    except (ConfigError, ReportError) as exc:
         print(f"gradsync: error: {exc}", file=sys.stderr)
         return 2
     return 0
