@@ -43,6 +43,27 @@ def require(ok: bool, message: str) -> None:
         raise ValueError(message)
 
 
+def require_at_least(key: str, value: float, minimum: float) -> None:
+    require(value >= minimum, f"{key} must be >= {minimum}, got {value}")
+
+
+def require_positive(key: str, value: float) -> None:
+    require(value > 0, f"{key} must be > 0, got {value}")
+
+
+def require_choice(key: str, value: str, valid: tuple[str, ...]) -> None:
+    require(value in valid, f"unknown {key} '{value}'; valid: {', '.join(valid)}")
+
+
+def require_json_file(path: str | None, key: str, fields: tuple[str, ...], what: str) -> None:
+    """``path`` (when given) must be a JSON object with ``fields``: ``what`` says what it is."""
+    if path is not None:
+        from gradsync.config.files import json_object_problem
+
+        problem = json_object_problem(path, key, fields, what)
+        require(problem is None, str(problem))
+
+
 @dataclass
 class TrainerConfig:
     workers: int = 2

@@ -101,6 +101,14 @@ def simulated(
     return contended(schedule, times, job.cluster.busy_link_slowdown)
 
 
+def simulated_estimate(
+    job: Job, schedule: Callable[[BucketTimes], Prediction], times: BucketTimes
+) -> Estimate:
+    """The estimate of a schedule that updates every iteration: ``simulated`` plus the update."""
+    prediction = simulated(job, schedule, times)
+    return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
+
+
 def partitioned(job: Job, elements: float) -> Buckets:
     from gradsync.schedulers.engine.buckets import Buckets
 

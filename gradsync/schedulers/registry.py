@@ -100,6 +100,9 @@ def _registry(specs: Iterable[SchedulerSpec]) -> dict[str, SchedulerSpec]:
 
 _PIPELINED = Capabilities(overlaps_backward=True, equals_allreduce=True)
 _PRIORITY = Capabilities(allreduces=True, overlaps_backward=True, equals_allreduce=True)
+_ASYNCHRONOUS_SERVERS = Capabilities(
+    parameter_server=True, devices=("cpu",), resumable=False, lockstep=False
+)
 
 SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
     [
@@ -183,18 +186,14 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             name="asp",
             summary="parameter server, asynchronous: each gradient applied as it arrives",
             config=AspConfig,
-            capabilities=Capabilities(
-                parameter_server=True, devices=("cpu",), resumable=False, lockstep=False
-            ),
+            capabilities=_ASYNCHRONOUS_SERVERS,
             cost_model="gradsync.schedulers.ps.cost:asynchronous",
         ),
         SchedulerSpec(
             name="ssp",
             summary="parameter server, stale synchronous: at most `staleness` steps ahead",
             config=SspConfig,
-            capabilities=Capabilities(
-                parameter_server=True, devices=("cpu",), resumable=False, lockstep=False
-            ),
+            capabilities=_ASYNCHRONOUS_SERVERS,
             cost_model="gradsync.schedulers.ps.cost:asynchronous",
         ),
         SchedulerSpec(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gradsync.schedulers.options import SchedulerOptions
+
 
 @dataclass
-class AllreduceConfig:
+class AllreduceConfig(SchedulerOptions):
     _target_: str = "gradsync.schedulers.allreduce.allreduce.AllreduceSync"
-    _partial_: bool = True

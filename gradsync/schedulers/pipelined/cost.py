@@ -18,7 +18,7 @@ from gradsync.projection.predict import (
     PlanRule,
     bucket_times,
     merged_timeline,
-    simulated,
+    simulated_estimate,
 )
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def wfbp(job: Job) -> Estimate:
-    from gradsync.algorithms.simulator import wfbp as simulate_wfbp
+    from gradsync.algorithms import simulator
     from gradsync.schedulers.engine.buckets import Buckets
     from gradsync.schedulers.pipelined.wfbp import BucketPlanner
 
@@ -36,10 +36,8 @@ def wfbp(job: Job) -> Estimate:
     sizes = job.profile.sizes
     plan = planner.groups(sizes, job.profile.element_bytes)
     times = bucket_times(job, Buckets.of_groups(sizes, plan))
-    prediction = simulated(
-        job, functools.partial(simulate_wfbp, iterations=SIMULATED_ITERATIONS), times
-    )
-    return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
+    schedule = functools.partial(simulator.wfbp, iterations=SIMULATED_ITERATIONS)
+    return simulated_estimate(job, schedule, times)
 
 
 def _no_merge(layers: Layers, cost: CostModel) -> list[int]:

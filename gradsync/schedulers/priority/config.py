@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradsync.config.schema import require
+from gradsync.schedulers.options import SchedulerOptions, option
 
 # ByteScheduler's defaults (its code): partitions of 1M elements, 4M elements in flight.
 PARTITION_SIZE = 1_000_000
@@ -16,37 +17,24 @@ MAX_PARTITION_SIZE = CREDIT
 PROFILE_STEPS = 3
 
 
-def _check_credit(credit: int) -> None:
-    require(credit >= 1, f"scheduler.credit must be >= 1, got {credit}")
-
-
 @dataclass
-class ByteSchedulerConfig:
+class ByteSchedulerConfig(SchedulerOptions):
     _target_: str = "gradsync.schedulers.priority.bytescheduler.ByteSchedulerSync"
-    _partial_: bool = True
-    partition_size: int = PARTITION_SIZE
+    partition_size: int = option(PARTITION_SIZE, at_least=1)
     """Elements per partition of the backward-ordered gradient (tensors are cut)."""
-    credit: int = CREDIT
+    credit: int = option(CREDIT, at_least=1)
     """At most this many elements in flight; a larger partition is sent alone."""
 
-    def __post_init__(self) -> None:
-        require(
-            self.partition_size >= 1,
-            f"scheduler.partition_size must be >= 1, got {self.partition_size}",
-        )
-        _check_credit(self.credit)
-
 
 @dataclass
-class UsByteConfig:
+class UsByteConfig(SchedulerOptions):
     _target_: str = "gradsync.schedulers.priority.usbyte.UsByteSync"
-    _partial_: bool = True
     min_partition_size: int = MIN_PARTITION_SIZE
     """The smallest partition (elements) the planner considers."""
     max_partition_size: int = MAX_PARTITION_SIZE
     """The largest partition; also the equal partitions sent while profiling."""
-    credit: int = CREDIT
-    profile_steps: int = PROFILE_STEPS
+    credit: int = option(CREDIT, at_least=1)
+    profile_steps: int = option(PROFILE_STEPS, at_least=1)
     """Steps measured (after a first warm-up step, updates applied in step) before planning."""
     alpha: float | None = None
     """Seconds per message of the link; null: timed on the job's process group at start-up."""
@@ -54,15 +42,11 @@ class UsByteConfig:
     """Seconds per byte of the link; null together with alpha."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         require(
             1 <= self.min_partition_size <= self.max_partition_size,
             "scheduler.min_partition_size must be >= 1 and <= scheduler.max_partition_size, got "
             f"{self.min_partition_size} and {self.max_partition_size}",
-        )
-        _check_credit(self.credit)
-        require(
-            self.profile_steps >= 1,
-            f"scheduler.profile_steps must be >= 1, got {self.profile_steps}",
         )
         require(
             (self.alpha is None) == (self.beta is None),
@@ -72,8 +56,3 @@ class UsByteConfig:
             self.alpha is None or (self.alpha >= 0 and self.beta is not None and self.beta >= 0),
             "scheduler.alpha and scheduler.beta must be >= 0",
         )
-
-
-SCHEMAS: dict[str, dict[str, type]] = {
-    "scheduler": {"bytescheduler": ByteSchedulerConfig, "usbyte": UsByteConfig}
-}

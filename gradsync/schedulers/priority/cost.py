@@ -6,33 +6,29 @@ from __future__ import annotations
 
 import functools
 
-from gradsync.projection.predict import (
-    SIMULATED_ITERATIONS,
-    Estimate,
-    Job,
-    bucket_times,
-    partitioned,
-    simulated,
-    start_up,
-)
+from gradsync.projection import predict
+from gradsync.projection.predict import Estimate, Job
 
 
 def bytescheduler(job: Job) -> Estimate:
-    from gradsync.algorithms.simulator import bytescheduler
+    from gradsync.algorithms import simulator
 
-    times = bucket_times(job, partitioned(job, int(job.scheduler.partition_size)))
+    partitions = predict.partitioned(job, int(job.scheduler.partition_size))
     schedule = functools.partial(
-        bytescheduler, partitions=1, iterations=SIMULATED_ITERATIONS, alpha=start_up(job)
+        simulator.bytescheduler,
+        partitions=1,
+        iterations=predict.SIMULATED_ITERATIONS,
+        alpha=predict.start_up(job),
     )
-    prediction = simulated(job, schedule, times)
-    return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
+    return predict.simulated_estimate(job, schedule, predict.bucket_times(job, partitions))
 
 
 def usbyte(job: Job) -> Estimate:
-    from gradsync.algorithms.simulator import usbyte
+    from gradsync.algorithms import simulator
     from gradsync.schedulers.deft.config import PARTITION_SIZE
 
-    times = bucket_times(job, partitioned(job, PARTITION_SIZE))
-    schedule = functools.partial(usbyte, iterations=SIMULATED_ITERATIONS, alpha=start_up(job))
-    prediction = simulated(job, schedule, times)
-    return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
+    schedule = functools.partial(
+        simulator.usbyte, iterations=predict.SIMULATED_ITERATIONS, alpha=predict.start_up(job)
+    )
+    times = predict.bucket_times(job, predict.partitioned(job, PARTITION_SIZE))
+    return predict.simulated_estimate(job, schedule, times)

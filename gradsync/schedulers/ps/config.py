@@ -1,24 +1,26 @@
-"""Schemas of the parameter-server schedulers: ps_bsp, asp, ssp."""
+"""Options of the parameter-server schedulers (ps_bsp, asp, ssp, osp), each default defined
+here once. Torch-free: the command line checks them before importing torch."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from gradsync.config.schema import require
+from gradsync.schedulers.options import SchedulerOptions, option
 
 UMAX_FORMULAS = ("paper", "corrected")  # OSP's U_max: as printed, or with losses slowing it
 
 
 @dataclass
-class _ParameterServerConfig:
+class _ParameterServerConfig(SchedulerOptions):
     _target_: str = "gradsync.schedulers.ps.worker.PsSync"
-    _partial_: bool = True
     parameter_server: bool = True
     """Runs trainer.servers server processes besides the workers (fixed for these schedulers)."""
     server: str = "gradsync.schedulers.ps.server.serve_shards"
     """The servers' loop (fixed by the scheduler)."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         require(
             self.parameter_server,
             "scheduler.parameter_server is fixed for parameter-server schedulers",
@@ -41,12 +43,8 @@ class AspConfig(_ParameterServerConfig):
 @dataclass
 class SspConfig(_ParameterServerConfig):
     protocol: str = "stale"
-    staleness: int = 3
+    staleness: int = option(3, at_least=0)
     """A worker that has pushed c gradients waits until the slowest has pushed c − staleness."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.staleness >= 0, f"scheduler.staleness must be >= 0, got {self.staleness}")
 
 
 @dataclass
@@ -57,7 +55,7 @@ class OspConfig(_ParameterServerConfig):
     max_unimportant: float = 0.8
     """Cap on the unimportant layers' bytes, as a fraction of the model (the paper's 80%);
     0 makes OSP exactly ps_bsp."""
-    umax_formula: str = "corrected"
+    umax_formula: str = option("corrected", choices=UMAX_FORMULAS)
     """U_max = b·T_c/(N·(1+lr)) (corrected) or b(1+lr)·T_c/N (paper); equal without loss."""
     loss_rate: float = 0.0
     """The link's packet-loss rate in U_max."""
@@ -75,19 +73,9 @@ class OspConfig(_ParameterServerConfig):
             f"scheduler.max_unimportant must be in [0, 1], got {self.max_unimportant}",
         )
         require(
-            self.umax_formula in UMAX_FORMULAS,
-            f"unknown scheduler.umax_formula '{self.umax_formula}'; valid: "
-            + ", ".join(UMAX_FORMULAS),
-        )
-        require(
             0 <= self.loss_rate < 1, f"scheduler.loss_rate must be in [0, 1), got {self.loss_rate}"
         )
         require(
             self.budget is None or 0 <= self.budget <= 1,
             f"scheduler.budget must be in [0, 1] or null, got {self.budget}",
         )
-
-
-SCHEMAS: dict[str, dict[str, type]] = {
-    "scheduler": {"ps_bsp": PsBspConfig, "asp": AspConfig, "ssp": SspConfig, "osp": OspConfig}
-}
