@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from typing import NoReturn
 
 from gradsync.config.compose import ConfigError
 
@@ -19,7 +20,7 @@ HYDRA_ONLY = ("config_path", "config_name", "config_dir", "shell_completion")
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, as for every gradsync command
+    def error(self, message: str) -> NoReturn:  # one line, as for every gradsync command
         unknown = "unrecognized arguments: "
         if message.startswith(unknown):
             message = f"unknown option {message[len(unknown) :].split()[0]}"

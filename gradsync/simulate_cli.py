@@ -40,7 +40,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from omegaconf import DictConfig
 
@@ -91,7 +91,7 @@ class Combination:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, as for every gradsync command
+    def error(self, message: str) -> NoReturn:  # one line, as for every gradsync command
         raise ConfigError(f"{message}; see gradsync simulate --help")
 
 

@@ -48,7 +48,7 @@ from gradsync.projection.wire import Wire
 
 if TYPE_CHECKING:
     from gradsync.algorithms.costs import CostModel
-    from gradsync.algorithms.merge_plans import Layers
+    from gradsync.algorithms.merge_plans import Layers, Plan
     from gradsync.algorithms.simulator import BucketTimes, Prediction
     from gradsync.schedulers.deft.deft import BucketProfile
     from gradsync.schedulers.engine.buckets import Buckets
@@ -237,7 +237,7 @@ def _mu(job: Job, plan: BucketProfile | None) -> float:
 
 
 # ---- merged sparse groups: the OMGS timeline ---------------------------------------------------
-PlanRule = Callable[["Layers", "CostModel"], list[int]]
+PlanRule = Callable[["Layers", "CostModel"], "Plan"]
 
 
 def _merged(plan_of: PlanRule) -> Callable[[Job], Estimate]:
@@ -287,7 +287,7 @@ def _log2(n: int) -> float:
     return math.log2(n) if n > 1 else 1.0
 
 
-def _lags(layers: Layers, cost: CostModel) -> list[int]:
+def _lags(layers: Layers, cost: CostModel) -> Plan:
     from gradsync.algorithms.merge_plans import no_merge
 
     return no_merge(layers, cost)

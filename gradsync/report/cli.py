@@ -6,6 +6,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from gradsync.config.files import writable_dir_problem
 from gradsync.report.document import Report, data_warnings, write_report
@@ -27,7 +28,7 @@ examples:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, as for every gradsync command
+    def error(self, message: str) -> NoReturn:  # one line, as for every gradsync command
         raise ReportError(f"{message}; see gradsync report --help")
 
 

@@ -15,7 +15,7 @@ from torch.optim import Optimizer
 
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.components import SyncComponents, flat_gradient
-from gradsync.types import SyncStats
+from gradsync.types import Payload, SyncStats
 
 _FLAT = "all"  # the name of the one flattened tensor this strategy compresses
 
@@ -57,6 +57,7 @@ class AllreduceSync(SyncComponents):
         agreeing = self.collective.busy_seconds()
 
         n = self.collective.world_size
+        received: Payload | list[Payload]
         if self.compressor.allreducible:
             received = self.collective.all_reduce(payload)
         else:
