@@ -1,10 +1,10 @@
 # Everything a new machine needs: `make run` (install + the embedded default job) and
-# `make test` (install + lint + tests). The virtual environment lives in .venv.
+# `make test` (install + lint + type check + tests). The virtual environment lives in .venv.
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install run test test-full lint format bench reproduce clean
+.PHONY: install run test test-full lint typecheck format bench reproduce clean
 
 install: $(VENV)/.installed
 
@@ -21,10 +21,14 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+# Settings in pyproject.toml ([tool.mypy]); its cache, .mypy_cache, makes a re-run take seconds.
+typecheck: install
+	$(BIN)/python -m mypy
+
+test: lint typecheck
 	$(BIN)/python -m pytest
 
-test-full: lint
+test-full: lint typecheck
 	$(BIN)/python -m pytest -m ""
 
 format: install
@@ -42,4 +46,4 @@ reproduce: install
 	$(BIN)/python -m benchmarks.reproduce --write
 
 clean:
-	rm -rf $(VENV) outputs multirun .pytest_cache .ruff_cache
+	rm -rf $(VENV) outputs multirun .pytest_cache .ruff_cache .mypy_cache

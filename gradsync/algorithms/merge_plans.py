@@ -86,7 +86,7 @@ def timeline(
         select = cost.select_seconds(d)
         compute = ready + select
         comm_start = max(compute, comm_free)
-        priced = after if comm_start >= compute_end else cost
+        priced = after if after is not None and comm_start >= compute_end else cost
         comm = priced.comm_seconds(d)
         comm_free = comm_start + comm
         times.append(GroupTimes(start, ready, select, comm_start, comm))

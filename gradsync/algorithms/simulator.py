@@ -417,7 +417,8 @@ def _stretch_for(
             took[event.label[0]] += end - now
             work[event.label[0]] += (end - now) / slowdown
             now, cut = end, cut + 1
-    return tuple(took[p] / work[p] if work[p] > 0 else 1.0 for p in "FB")  # type: ignore[return-value]
+    forward, backward = (took[p] / work[p] if work[p] > 0 else 1.0 for p in "FB")
+    return forward, backward
 
 
 SCHEDULES: dict[str, Callable[..., Prediction]] = {

@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from gradsync.comm.membership import member_group
 from gradsync.types import Payload
 
 
@@ -97,8 +98,8 @@ class TorchCollective:
         ``second_link_interface()`` names); honoured by gloo groups, other backends ignore it.
         """
         with _gloo_interface(interface):
-            group = dist.new_group(backend=dist.get_backend(self.group), timeout=self.timeout)
-        return TorchCollective(group=group, clock=self.clock, timeout=self.timeout)
+            made = dist.new_group(backend=dist.get_backend(self.group), timeout=self.timeout)
+        return TorchCollective(group=member_group(made), clock=self.clock, timeout=self.timeout)
 
     # ---- byte accounting ------------------------------------------------------------------
     def take_bytes(self) -> ByteCount:

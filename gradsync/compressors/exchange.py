@@ -30,7 +30,8 @@ from gradsync.types import Collective, Payload, Sizes
 def union_of_indices(indices: Tensor, numel: int, collective: Collective) -> Tensor:
     """The sorted union (int64) of every worker's ``indices``, identical on all workers."""
     gathered = collective.all_gather((indices.to(index_dtype(numel)),))
-    return torch.unique(torch.cat([received[0] for received in gathered])).long()
+    union: Tensor = torch.unique(torch.cat([received[0] for received in gathered]))
+    return union.long()
 
 
 class UnionExchange:

@@ -95,9 +95,10 @@ class PackedQuantizer(UsesCollective):
         sizes = group_sizes(grad, sizes)
         quantized = self._quantized_count(len(sizes), epoch, tensors_after)
         head = sum(sizes[:quantized])
-        parts, scales = [], flat.new_empty(0)
+        parts: list[Tensor] = []
+        scales = flat.new_empty(0)
         if quantized:
-            parts, scales = self.scales(list(flat[:head].split(sizes[:quantized])))
+            parts, scales = self.scales(list(torch.split(flat[:head], sizes[:quantized])))
         draws = self._uniform_draws(sizes[:quantized], flat, name=name, step=step)
         codes = [
             self.encode(part, scale, part_draws)
@@ -126,14 +127,17 @@ class PackedQuantizer(UsesCollective):
             return [None] * len(sizes)
         numel = sum(sizes)
         buffer = self._draws
-        fits = buffer is not None and buffer.numel() >= numel
-        if not fits or (buffer.dtype, buffer.device) != (like.dtype, like.device):
+        if (
+            buffer is None
+            or buffer.numel() < numel
+            or (buffer.dtype, buffer.device) != (like.dtype, like.device)
+        ):
             buffer = self._draws = like.new_empty(numel)
         # Draws differ between workers (rank) and steps, and are reproducible from the seed.
         generator = seeded_generator(
             self.seed, self.collective.rank, step, name, device=like.device
         )
-        return list(buffer[:numel].uniform_(generator=generator).split(sizes))
+        return list(torch.split(buffer[:numel].uniform_(generator=generator), sizes))
 
     def decompress(self, payload: Payload, ctx: QuantCtx) -> Tensor:
         packed, tail = payload[0], payload[-1]
@@ -143,7 +147,7 @@ class PackedQuantizer(UsesCollective):
         out = torch.empty(head + tail.numel(), dtype=ctx.dtype, device=packed.device)
         codes = unpack(packed, self.bits, head)
         out[:head].copy_(codes).sub_(self.code_offset)  # a mixed-type sub(out=) is ~10x slower
-        for part_out, scale in zip(out[:head].split(head_sizes), scales, strict=True):
+        for part_out, scale in zip(torch.split(out[:head], head_sizes), scales, strict=True):
             part_out.mul_(scale * self.code_unit)
         out[head:] = tail
         return out.view(ctx.shape)

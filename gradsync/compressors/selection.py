@@ -63,5 +63,5 @@ def range_norms(flat: Tensor, ranges: Sequence[tuple[int, int]]) -> list[float]:
     """L2 norm of each of the contiguous ranges that tile ``flat`` (one device sync for all)."""
     if not ranges:
         return []
-    parts = flat.split([end - start for start, end in ranges])
+    parts = torch.split(flat, [end - start for start, end in ranges])
     return torch.stack([torch.linalg.vector_norm(p) for p in parts]).tolist()

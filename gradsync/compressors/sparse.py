@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -86,13 +85,13 @@ class AgreedIndexCompressor(UsesCollective):
 
     def compress(
         self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None, **_: int
-    ) -> tuple[Payload, Any]:
+    ) -> tuple[Payload, SparseCtx]:
         flat = grad.reshape(-1)
         indices = self.agree(flat, name=name, step=step, sizes=group_sizes(grad, sizes))
         return values_at(flat, indices, grad.shape)
 
-    def decompress(self, payload: Payload, ctx: Any) -> Tensor:
+    def decompress(self, payload: Payload, ctx: SparseCtx) -> Tensor:
         return unpack_values(payload, ctx)
 
-    def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
+    def selected(self, payload: Payload, ctx: SparseCtx) -> Tensor | None:
         return ctx.indices

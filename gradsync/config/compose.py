@@ -28,6 +28,7 @@ from gradsync.config.schema import (
     TrainConfig,
     register_schemas,
 )
+from gradsync.config.schemas.core import RunnerConfig
 from gradsync.schedulers.registry import (
     allreducible_problem,
     spec_of,
@@ -108,9 +109,9 @@ def check_sweep(
     job whose values fail the checks is left to fail on its own while the others run.
     ``launcher_here=False``: the jobs will be started elsewhere (see ``check_config``)."""
     checked = _compose_and_check(overrides, multirun=True, launcher_here=launcher_here)
-    problems = [problem for _, problem in checked]
-    if all(p is not None for p in problems):
-        raise problems[0]  # type: ignore[misc]
+    problems = [problem for _, problem in checked if problem is not None]
+    if len(problems) == len(checked):
+        raise problems[0]
     return checked
 
 
@@ -124,7 +125,7 @@ def compose_each(
 
 def launcher_overrides(jobs: list[DictConfig]) -> list[str]:
     """What the runner of these (valid) jobs sets on Hydra's launcher for the whole sweep."""
-    runners = [OmegaConf.to_object(cfg.runner) for cfg in jobs]
+    runners = [_typed_runner(cfg) for cfg in jobs]
     try:
         return type(runners[0]).launcher_overrides(runners)
     except ValueError as exc:
@@ -133,13 +134,19 @@ def launcher_overrides(jobs: list[DictConfig]) -> list[str]:
 
 def check_submission(jobs: list[DictConfig]) -> None:
     """ConfigError when the cluster's queue would refuse these (valid) jobs' resources."""
-    runners = [OmegaConf.to_object(cfg.runner) for cfg in jobs]
+    runners = [_typed_runner(cfg) for cfg in jobs]
     try:
         problem = type(runners[0]).submission_problem(runners)
     except ValueError as exc:
         raise ConfigError(_first_line(str(exc))) from None
     if problem is not None:
         raise ConfigError(problem)
+
+
+def _typed_runner(cfg: DictConfig) -> RunnerConfig:
+    runner = OmegaConf.to_object(cfg.runner)
+    assert isinstance(runner, RunnerConfig), "every runner option's schema is a RunnerConfig"
+    return runner
 
 
 def _compose_and_check(
@@ -370,9 +377,9 @@ def _composition_error(exc: HydraException, overrides: list[str], *, multirun: b
     in_file = re.search(r"In '([^']+)': \w+ raised while composing", message)
     full_key = re.search(r"full_key: (\S+)", message)
     if in_file and full_key and "not in" in message:
-        full_key, group = full_key.group(1), full_key.group(1).split(".")[0]
+        key, group = full_key.group(1), full_key.group(1).split(".")[0]
         return (
-            f"{in_file.group(1)} sets {full_key}, which the chosen {group} option does not "
+            f"{in_file.group(1)} sets {key}, which the chosen {group} option does not "
             f"have; choose a {group} that has it (see `gradsync run --help`)"
         )
     merging = re.search(r"Error merging override (\S+)", message)

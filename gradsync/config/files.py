@@ -52,9 +52,10 @@ def _default_output(key: str) -> str:
     """Where Hydra writes when no override says: the root config's setting, unresolved."""
     from omegaconf import OmegaConf
 
-    node = OmegaConf.to_container(OmegaConf.load(ROOT_CONFIG_FILE), resolve=False)
+    node: object = OmegaConf.to_container(OmegaConf.load(ROOT_CONFIG_FILE), resolve=False)
     for part in key.split("."):
-        node = node[part]  # type: ignore[index]
+        assert isinstance(node, dict), f"the root config has no section above {part!r}"
+        node = node[part]
     return str(node)
 
 

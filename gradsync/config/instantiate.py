@@ -23,7 +23,7 @@ def _check_targets(node: Any, path: str) -> None:
                 f"{' or '.join(ALLOWED_TARGET_PREFIXES)}"
             )
         for key in node:
-            _check_targets(node[key], f"{path}.{key}")
+            _check_targets(node[key], f"{path}.{key!s}")
     elif isinstance(node, ListConfig):
         for i, item in enumerate(node):
             _check_targets(item, f"{path}[{i}]")

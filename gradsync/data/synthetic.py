@@ -88,6 +88,8 @@ class Synthetic:
 
     def load(self) -> DataSplits:
         spec = self.known_spec()
+        train: Dataset
+        test: Dataset
         if self.kind == "images":
             train, test = (
                 RandomImages(

@@ -12,5 +12,5 @@ from gradsync.types import Compressor, ErrorFeedback
 
 
 def for_compressor(compressor: Compressor) -> ErrorFeedback:
-    policy = residual if compressor.error_feedback else none
-    return policy.for_compressor(compressor)
+    make = residual.for_compressor if compressor.error_feedback else none.for_compressor
+    return make(compressor)

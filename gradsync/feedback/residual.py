@@ -25,8 +25,8 @@ def _sum_of_squares(tensor: Tensor) -> Tensor:
     One float32 norm of millions of elements is off by 4e-4; this is within 1e-8."""
     flat = tensor.detach().reshape(-1)
     whole = flat.numel() // NORM_CHUNK * NORM_CHUNK
-    rows = torch.linalg.vector_norm(flat[:whole].view(-1, NORM_CHUNK), dim=1).double()
-    rest = torch.linalg.vector_norm(flat[whole:]).double()
+    rows: Tensor = torch.linalg.vector_norm(flat[:whole].view(-1, NORM_CHUNK), dim=1).double()
+    rest: Tensor = torch.linalg.vector_norm(flat[whole:]).double()
     return (rows * rows).sum() + rest * rest
 
 

@@ -7,7 +7,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from gradsync.types import MetricsLogger
 
@@ -83,7 +83,7 @@ class WandbLogger:
         entity: str | None,
         group: str | None,
         tags: Sequence[str],
-        mode: str,
+        mode: Literal["offline", "online", "disabled"],
         name: str,
         config: dict[str, Any],
     ) -> None:
@@ -97,7 +97,8 @@ class WandbLogger:
             entity=entity,
             group=group,
             tags=list(tags),
-            mode=os.environ.get("WANDB_MODE", mode),
+            # Left to wandb when WANDB_MODE is set: it reads it, but an argument would win.
+            mode=None if "WANDB_MODE" in os.environ else mode,
             name=name,
             dir=str(run_dir),
             config=config,

@@ -57,8 +57,11 @@ class VGG(nn.Module):
         build = cifar_vgg if self.variant == "cifar" else imagenet_vgg
         net = build(depth, batch_norm, spec.num_classes)
         if in_channels(spec) != 3:
-            first = net.features[0]
-            net.features[0] = kaiming_conv(
+            features = net.features
+            assert isinstance(features, nn.Sequential)  # both variants' conv layers
+            first = features[0]
+            assert isinstance(first, nn.Conv2d)
+            features[0] = kaiming_conv(
                 nn.Conv2d(in_channels(spec), first.out_channels, 3, padding=1)
             )
         self.net = net

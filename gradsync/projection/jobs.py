@@ -101,6 +101,7 @@ class Predictor:
         key = (_model_key(cfg), method, workers)
         if key not in self._measured.wires:
             profiled = self._gradient(cfg)
+            assert profiled.gradient is not None  # _gradient takes one where the profile has none
             instance = build(cfg.compressor, path="compressor")
             feedback = build(cfg.feedback, path="feedback", compressor=instance)
             self._measured.wires[key] = measure_wire(

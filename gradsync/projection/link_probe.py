@@ -33,14 +33,16 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from gradsync.algorithms.simulator import LINK_1, LINK_2, busy_links_key
 from gradsync.comm.collective import TorchCollective, second_link_interface
+from gradsync.comm.membership import member_group
 
 WARMUP, STEPS, MAX_STEPS = 3, 12, 200  # STEPS of each kind at least
 MEASURE_S = 4.0  # a fast model takes more steps, up to about this long
@@ -116,10 +118,7 @@ def _chunk_seconds(groups: dict[str, dist.ProcessGroup]) -> dict[str, float]:
     medians = []
     for group in groups.values():
         dist.all_reduce(torch.zeros(1), group=group)  # the workers line up first
-        times = [
-            _timed(lambda group=group: dist.all_reduce(chunk, group=group))
-            for _ in range(CHUNK_SAMPLES)
-        ]
+        times = [_timed(partial(dist.all_reduce, chunk, group=group)) for _ in range(CHUNK_SAMPLES)]
         medians.append(statistics.median(times))
     return dict(zip(groups, _as_rank_0_has(medians, torch.float64), strict=True))
 
@@ -229,13 +228,17 @@ def main() -> None:
     parser.add_argument("--config", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    model, loss, _ = training_step(OmegaConf.load(args.config))
+    config = OmegaConf.load(args.config)
+    assert isinstance(config, DictConfig), "the job's config is a mapping"
+    model, loss, _ = training_step(config)
     dist.init_process_group("gloo")
     calls = _one_element_calls(None)
-    links = {LINK_1: dist.new_group(backend="gloo")}
+    links = {LINK_1: member_group(dist.new_group(backend="gloo"))}
     overlapped_calls = _one_element_calls(links[LINK_1])
     if second_link_interface() is not None:
-        links[LINK_2] = TorchCollective(group=None).fork(interface=second_link_interface()).group
+        second = TorchCollective(group=None).fork(interface=second_link_interface()).group
+        assert second is not None  # fork makes a group of its own
+        links[LINK_2] = second
 
     def step() -> float:
         seconds = _timed(lambda: loss().backward())
@@ -254,8 +257,8 @@ def main() -> None:
                 during = _while_computing(overlapped_calls, lambda: loss().backward())
                 model.zero_grad(set_to_none=True)
                 if number >= WARMUP:
-                    for op, seconds in during.items():
-                        overlapped[op] += seconds
+                    for op, samples in during.items():
+                        overlapped[op] += samples
                 continue
             idle_step = step()
             waited = _timed(calls["all_reduce"])  # also waits for the slowest worker

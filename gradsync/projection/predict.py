@@ -34,7 +34,7 @@ from gradsync.projection.wire import Wire
 
 if TYPE_CHECKING:
     from gradsync.algorithms.costs import CostModel
-    from gradsync.algorithms.merge_plans import Layers
+    from gradsync.algorithms.merge_plans import Layers, Plan
     from gradsync.algorithms.simulator import BucketTimes, Prediction
     from gradsync.schedulers.deft.deft import BucketProfile
     from gradsync.schedulers.engine.buckets import Buckets
@@ -121,7 +121,7 @@ def start_up(job: Job) -> float:
 
 
 # ---- merged sparse groups: the OMGS timeline ---------------------------------------------------
-PlanRule = Callable[["Layers", "CostModel"], list[int]]
+PlanRule = Callable[["Layers", "CostModel"], "Plan"]
 
 
 def merged_timeline(plan_of: PlanRule) -> Callable[[Job], Estimate]:
@@ -212,6 +212,7 @@ def predict(scheduler: str, job: Job) -> Estimate:
         ) from None
     able = spec.capabilities
     options = OmegaConf.merge(OmegaConf.structured(spec.config), job.scheduler)
+    assert isinstance(options, DictConfig)
     job = replace(job, scheduler=options)
     if able.overlaps_backward:
         job = replace(job, cluster=job.cluster.overlapped())

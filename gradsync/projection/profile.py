@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 PROFILE_STEPS, MAX_PROFILE_STEPS = 5, 50
 PROFILE_S = 3.0
 PROBE_TIMEOUT_S = 600  # a guard against a hung probe: ResNet-50's takes minutes
+_Batch = TypeVar("_Batch")
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,11 @@ def training_step(cfg: DictConfig) -> tuple[nn.Module, Callable[[], Tensor], lis
 def _job_parts(
     cfg: DictConfig,
 ) -> tuple[
-    nn.Module, Callable[[], Tensor], list[Tensor], Callable[[], object], Callable[[object], Tensor]
+    nn.Module,
+    Callable[[], Tensor],
+    list[Tensor],
+    Callable[[], tuple[Tensor, ...]],
+    Callable[[tuple[Tensor, ...]], Tensor],
 ]:
     """The job's model, one step's loss on a real batch, its parameters, a function that loads
     the next batch as the training loop does, and the loss of such a batch."""
@@ -122,7 +127,7 @@ def _job_parts(
     task = build_task(data.spec)
     batch_size = int(cfg.trainer.batch_size)
     batch = tuple(default_collate([data.train[i] for i in range(batch_size)]))
-    params = [p for p in model.parameters() if p.requires_grad]
+    params: list[Tensor] = [p for p in model.parameters() if p.requires_grad]
     batches = _forever(DataLoader(data.train, batch_size=batch_size, shuffle=True, drop_last=True))
     return (
         model,
@@ -133,7 +138,7 @@ def _job_parts(
     )
 
 
-def _forever(loader: Iterable[object]) -> Iterator[object]:
+def _forever(loader: Iterable[_Batch]) -> Iterator[_Batch]:
     """The loader's batches, epoch after epoch."""
     while True:
         yield from loader
@@ -215,7 +220,7 @@ def _wait_for(processes: list[subprocess.Popen[str]]) -> None:
             time.sleep(0.1)
         for rank, process in enumerate(processes):
             if process.poll() is None or process.returncode != 0:
-                error = "" if process.poll() is None else process.stderr.read().strip()
+                error = "" if process.poll() is None else process.communicate()[1].strip()
                 last = error.splitlines()[-1] if error else "did not finish in time"
                 raise MeasurementError(f"link probe rank {rank} failed: {last}")
     finally:
@@ -234,6 +239,18 @@ def _steps(model: nn.Module, loss: Callable[[], Tensor]) -> int:
     seconds = time.perf_counter() - start
     model.zero_grad(set_to_none=True)
     return samples_within(seconds, PROFILE_S, least=PROFILE_STEPS, most=MAX_PROFILE_STEPS)
+
+
+def _flat_gradient(params: list[Tensor]) -> Tensor:
+    """The step's gradients, flat in model order (as compressors see them)."""
+    import torch
+
+    grads = []
+    for p in params:
+        if p.grad is None:
+            raise MeasurementError(f"a trained parameter of shape {tuple(p.shape)} got no gradient")
+        grads.append(p.grad.reshape(-1))
+    return torch.cat(grads).detach().clone()
 
 
 def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
@@ -256,7 +273,7 @@ def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
         trainer.step()
     model.zero_grad(set_to_none=True)
     loss_of(load()).backward()
-    gradient = torch.cat([p.grad.reshape(-1) for p in params]).detach().clone()
+    gradient = _flat_gradient(params)
     # Loading is timed after the gradient is taken: its batches stay the same however many
     # steps the timing takes.
     prefetched = int(OmegaConf.select(cfg, "trainer.loader_workers") or 0) > 0

@@ -104,7 +104,7 @@ class Wire:
     def transfer_seconds(self, cluster: Cluster, elements: float) -> float:
         """The collectives that exchange ``elements`` of the gradient (a bucket, or all); the
         workers meet at the first (``Cluster.meeting``)."""
-        calls = []
+        calls: list[tuple[str, float]] = []
         for kind, rate in self.calls:
             if kind == "all_gather":  # ragged tensors: the workers first gather the lengths
                 calls.append((kind, LENGTH_BYTES))
@@ -145,7 +145,8 @@ def measure_wire(
     )
     fresh = feedback.state_dict()
     sweep = torch.zeros(CACHE_SWEEP_BYTES // 4)
-    compress, combining = [], []
+    compress: list[float] = []
+    combining: list[float] = []
     repeats = REPEATS + 1
     while len(compress) < repeats:
         collective.calls.clear()

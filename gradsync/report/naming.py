@@ -74,6 +74,11 @@ def _describe(run: Run, keys: Sequence[str]) -> str:
     return ", ".join(parts) or "–"
 
 
+def _filled(template: str, run: Run) -> str:
+    """``--label``'s template with each {key} replaced by the run's setting."""
+    return _TEMPLATE_KEY.sub(lambda m: show(run.setting(m.group(1))), template)
+
+
 def _check_known(runs: Sequence[Run], keys: Sequence[str], option: str) -> None:
     for key in keys:
         if all(run.setting(key) is None for run in runs):
@@ -90,10 +95,7 @@ def name_runs(
     keys = differing_keys(runs)
     if template is not None:
         _check_known(runs, _TEMPLATE_KEY.findall(template), "--label")
-        labels = [
-            _TEMPLATE_KEY.sub(lambda m, run=run: show(run.setting(m.group(1))), template)
-            for run in runs
-        ]
+        labels = [_filled(template, run) for run in runs]
         return Naming(keys, labels, grouped=True)
     if group_by:
         _check_known(runs, group_by, "--group-by")

@@ -181,8 +181,8 @@ def _bar_figure(count: int) -> tuple[Figure, Axes]:
 def _with_throughput(drawing: Drawing) -> list[tuple[str, list[Run], list[float]]]:
     rows = []
     for label, group in drawing.groups():
-        rates = [steady_mean(run.values("perf/samples_per_s")) for run in group]
-        rates = [r for r in rates if r is not None]
+        means = (steady_mean(run.values("perf/samples_per_s")) for run in group)
+        rates = [r for r in means if r is not None]
         if rates:
             rows.append((label, group, rates))
     return rows

@@ -125,6 +125,14 @@ def _eval_columns(metric: EvalMetric, targets: dict[str, float]) -> list[Column]
     return columns
 
 
+def _setting_column(name: str, key: str) -> Column:
+    return Column(name, lambda r: r.setting(key), numeric=False)
+
+
+def _time_part_column(part: str) -> Column:
+    return Column(f"{part} (ms)", lambda r: time_parts(r).get(part), _two_decimals, scale=1e3)
+
+
 def _best(run: Run, metric: EvalMetric) -> float | None:
     values = run.values(metric.key)
     return metric.best(values) if values else None
@@ -147,7 +155,7 @@ def build_table(runs: Sequence[Run], naming: Naming, targets: dict[str, float]) 
     labels = dict(zip(map(id, runs), naming.labels, strict=True))
     lead = [
         Column("run", lambda r: labels[id(r)], numeric=False),
-        *[Column(short[k], lambda r, k=k: r.setting(k), numeric=False) for k in naming.keys],
+        *[_setting_column(short[k], k) for k in naming.keys],
         Column("status", lambda r: r.status, numeric=False),
     ]
     results = [
@@ -163,15 +171,7 @@ def build_table(runs: Sequence[Run], naming: Naming, targets: dict[str, float]) 
         Column("error norm", lambda r: _last(r.values("comm/error_norm")), _significant),
     ]
     timing = [
-        *[
-            Column(
-                f"{part} (ms)",
-                lambda r, part=part: time_parts(r).get(part),
-                _two_decimals,
-                scale=1e3,
-            )
-            for part in (*TIME_PARTS, "other")
-        ],
+        *[_time_part_column(part) for part in (*TIME_PARTS, "other")],
         Column(
             "iteration (ms)",
             lambda r: steady_mean(r.values("time/iteration")),

@@ -203,7 +203,7 @@ class Trainer:
         if sent > 0:
             metrics["comm/compression_ratio"] = dense / sent
         metrics["perf/samples_per_s"] = self.global_batch / metrics["time/iteration"]
-        metrics["lr"] = self.lr_scheduler.get_last_lr()[0]
+        metrics["lr"] = float(self.lr_scheduler.get_last_lr()[0])  # a tensor when lr is one
         metrics.update(self._clock_metrics())
         self.logger.log(metrics, step=self.position.step)
         return f"loss {metrics['train/loss']:.4f}"

@@ -7,7 +7,7 @@ import math
 import pytest
 from omegaconf import OmegaConf
 
-from gradsync.metrics.loggers import JsonlLogger
+from gradsync.metrics.loggers import JsonlLogger, WandbLogger
 from gradsync.metrics.summary import final_metrics, read_metrics
 from gradsync.metrics.sweep_summary import write_sweep_summary
 from gradsync.metrics.window import MetricsWindow
@@ -30,6 +30,17 @@ def test_jsonl_is_readable_after_every_log_and_survives_a_torn_line(tmp_path):
     with (tmp_path / "metrics.jsonl").open("a") as f:
         f.write('{"step": 20, "train/lo')  # a writer killed mid-line
     assert len(read_metrics(tmp_path)) == 1
+
+
+def test_wandb_mode_in_the_environment_wins_over_logger_wandb_mode(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    logger = WandbLogger(
+        run_dir=tmp_path, project="gradsync", entity=None, group=None, tags=(), mode="offline",
+        name="run", config={},
+    )  # fmt: skip
+    logger.log({"train/loss": 1.0}, step=1)
+    logger.close()
+    assert not list(tmp_path.glob("wandb/offline-run-*"))  # logger.wandb.mode=offline writes one
 
 
 def test_final_metrics_take_last_values_best_accuracy_and_steady_throughput():

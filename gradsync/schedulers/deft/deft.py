@@ -32,6 +32,7 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,8 @@ class BucketProfile:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BucketProfile:
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        given: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**given)
 
     @classmethod
     def read(cls, path: str | Path) -> BucketProfile:
@@ -112,6 +114,8 @@ class _Profile:
 
 
 class DeftSync(SyncComponents):
+    buckets: Buckets  # set by attach()
+
     def __init__(
         self,
         *,
@@ -295,6 +299,7 @@ class DeftSync(SyncComponents):
             flat, name=name, step=self._step, epoch=self._epoch, sizes=[flat.numel()]
         )
         key = 2 * bucket + tag
+        assert self._plan is not None, "sends happen within a step, after begin()"
         link = self._links[1 if tag == CURRENT and bucket in self._plan.slow else 0]
         link.submit(key, payload, allreducible=True)
         self._launched[key] = (flat, ctx, bucket)
@@ -331,7 +336,7 @@ class DeftSync(SyncComponents):
         updated = self.clock()
 
         stats = SyncStats(
-            bytes_sent=0.0,
+            bytes_sent=0,
             bytes_wire=0.0,
             bytes_dense=self.buckets.total * self._params[0].element_size(),
             density_setup=self.compressor.density,
@@ -522,7 +527,7 @@ class DeftSync(SyncComponents):
         for size in sorted(set(sizes)):
             payload = (torch.zeros(size, device=device),)
             seconds[size] = median_seconds(
-                lambda p=payload: link.all_reduce(p), repeats=repeats, clock=self.clock
+                partial(link.all_reduce, payload), repeats=repeats, clock=self.clock
             )
         link.take_bytes()
         keys = sorted(seconds)

@@ -24,5 +24,6 @@ def combine(
     for payload in received:
         summed += compressor.decompress(payload, ctx)
     picks = [compressor.selected(p, ctx) for p in received]
-    selected = None if any(s is None for s in picks) else torch.cat(picks).unique()
+    present = [s for s in picks if s is not None]
+    selected = torch.cat(present).unique() if len(present) == len(picks) else None
     return summed, selected

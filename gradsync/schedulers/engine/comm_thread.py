@@ -16,7 +16,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import torch
 from torch import Tensor
@@ -62,7 +62,7 @@ class Job(Generic[T]):
             stream.wait_event(self.finished)
             for tensor in _tensors(self._result):  # made on the job's stream, used on this one
                 tensor.record_stream(stream)
-        return self._result
+        return cast(T, self._result)
 
 
 class CommThread:

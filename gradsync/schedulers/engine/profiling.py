@@ -9,6 +9,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 
@@ -51,6 +52,10 @@ def samples_within(seconds_each: float, budget_s: float, *, least: int, most: in
     return min(most, max(least, int(budget_s / max(seconds_each, 1e-6))))
 
 
+def _abs_topk(x: torch.Tensor, k: int) -> object:
+    return torch.topk(x.abs(), k)
+
+
 def median_seconds(run: Callable[[], object], *, repeats: int, clock: Callable[[], float]) -> float:
     run()  # warm-up: allocation, lazy initialisation
     times = []
@@ -74,9 +79,7 @@ def measure_gamma(
     for d in TOPK_SIZES:
         x = torch.randn(d, device=device)
         k = density_k(density, d)
-        seconds.append(
-            median_seconds(lambda x=x, k=k: torch.topk(x.abs(), k), repeats=repeats, clock=clock)
-        )
+        seconds.append(median_seconds(partial(_abs_topk, x, k), repeats=repeats, clock=clock))
     agreed = collective.reduce_metrics(seconds, device=device, op="max")
     return fit_gamma(TOPK_SIZES, agreed, density)
 
@@ -94,7 +97,7 @@ def measure_exchange(
     for nbytes in EXCHANGE_BYTES:
         payload = (torch.zeros(nbytes // 4, device=device),)
         seconds.append(
-            median_seconds(lambda p=payload: collective.all_gather(p), repeats=repeats, clock=clock)
+            median_seconds(partial(collective.all_gather, payload), repeats=repeats, clock=clock)
         )
     collective.take_bytes()
     agreed = collective.reduce_metrics(seconds, device=device, op="max")

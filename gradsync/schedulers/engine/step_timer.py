@@ -56,4 +56,4 @@ def _seconds(start: Mark, end: Mark) -> float:
         return end - start
     assert isinstance(start, torch.cuda.Event) and isinstance(end, torch.cuda.Event)
     end.synchronize()
-    return start.elapsed_time(end) / 1e3  # milliseconds
+    return float(start.elapsed_time(end)) / 1e3  # milliseconds

@@ -23,7 +23,7 @@ from gradsync.projection.predict import (
 
 if TYPE_CHECKING:
     from gradsync.algorithms.costs import CostModel
-    from gradsync.algorithms.merge_plans import Layers
+    from gradsync.algorithms.merge_plans import Layers, Plan
 
 
 def wfbp(job: Job) -> Estimate:
@@ -40,7 +40,7 @@ def wfbp(job: Job) -> Estimate:
     return simulated_estimate(job, schedule, times)
 
 
-def _no_merge(layers: Layers, cost: CostModel) -> list[int]:
+def _no_merge(layers: Layers, cost: CostModel) -> Plan:
     from gradsync.algorithms.merge_plans import no_merge
 
     return no_merge(layers, cost)

@@ -31,13 +31,17 @@ log = logging.getLogger("gradsync")
 SPARSE_ELEMENT_BYTES = 8  # a float32 value and an int32 index
 
 
+def _mgs(layers: Layers, cost: CostModel) -> Plan:
+    return threshold_groups(layers.sizes, MGS_THRESHOLD)
+
+
 def compare_rules(layers: Layers, cost: CostModel, forward: float) -> dict[str, tuple[Plan, float]]:
     """Every rule's plan and modelled iteration time, with no merging and one group beside them."""
     planners = {
         **OMGS_RULES,
         "no-merge (LAGS)": no_merge,
         "one group (TopK-SGD)": single_group,
-        "threshold 8192 (MGS)": lambda layers, _: threshold_groups(layers.sizes, MGS_THRESHOLD),
+        "threshold 8192 (MGS)": _mgs,
     }
     plans = {name: planner(layers, cost) for name, planner in planners.items()}
     return {

@@ -9,17 +9,20 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
+from gradsync.comm.membership import member_group
+
 _background: dist.ProcessGroup | None = None
 
 
 def make_groups(workers: int, timeout: timedelta) -> dist.ProcessGroup | None:
-    """The workers' group (None when the world holds only workers); every rank calls this."""
+    """The workers' group (None when the world holds only workers, and on a server); every
+    rank calls this."""
     global _background
     if dist.get_world_size() == workers:
         return None
     group = dist.new_group(ranks=list(range(workers)), timeout=timeout)
-    _background = dist.new_group(timeout=timeout)
-    return group
+    _background = member_group(dist.new_group(timeout=timeout))
+    return group if isinstance(group, dist.ProcessGroup) else None  # a server is not in it
 
 
 def background() -> dist.ProcessGroup:

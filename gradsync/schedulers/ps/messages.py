@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from gradsync.comm.membership import wait_all
 from gradsync.schedulers.ps.layout import PUSH
 from gradsync.types import Payload
 
@@ -29,8 +30,7 @@ def send_payload(payload: Payload, ctx: Any, *, dst: int) -> int:
         dist.isend(blob, dst=dst, tag=_BLOB),
         *(dist.isend(t, dst=dst, tag=_TENSORS + i) for i, t in enumerate(tensors)),
     ]
-    for work in works:
-        work.wait()
+    wait_all(works)
     return 8 + blob.numel() + sum(t.numel() * t.element_size() for t in tensors)
 
 

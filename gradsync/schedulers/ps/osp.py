@@ -30,6 +30,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from gradsync.comm.membership import wait_all
 from gradsync.compressors.none import NoneCompressor
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.schedulers.ps.groups import background
@@ -106,8 +107,7 @@ class OspSync(SyncComponents):
             dist.isend(push, dst=self._server, tag=PUSH),
             dist.irecv(reply, src=self._server, tag=PULL),
         ]
-        for work in works:
-            work.wait()
+        wait_all(works)
         synced = self.clock()
         values = reply[: reply.numel() - len(self._params) - 2]
         bitmap = reply[values.numel() : values.numel() + len(self._params)]
@@ -167,8 +167,7 @@ class OspSync(SyncComponents):
                     dist.isend(payload, dst=self._server, tag=PUSH, group=self._ics_group),
                     dist.irecv(result, src=self._server, tag=PULL, group=self._ics_group),
                 ]
-                for work in works:
-                    work.wait()
+                wait_all(works)
                 ics.result = result
             except BaseException as exc:  # raised again on the training thread
                 ics.error = exc

@@ -20,7 +20,7 @@ order, so the global model is exactly what BSP would hold where all layers are i
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -34,6 +34,7 @@ from gradsync.algorithms.osp_split import (
     split_unimportant,
     umax_bytes,
 )
+from gradsync.comm.membership import wait_all
 from gradsync.schedulers.ps.groups import background
 from gradsync.schedulers.ps.layout import PULL, PUSH
 from gradsync.train.build import build_optimizer, lr_factor
@@ -41,7 +42,7 @@ from gradsync.train.build import build_optimizer, lr_factor
 DEFAULT_LINK_MBIT = 1000.0  # when neither the config nor a measurement says
 
 
-def flat(params: list[Tensor], layers: Iterable[int] | None = None) -> Tensor:
+def flat(params: Sequence[Tensor], layers: Iterable[int] | None = None) -> Tensor:
     """The values of ``layers`` (all when None) end to end; empty when there are none: with a
     budget of the whole model no layer is important, and the routine stage carries nothing."""
     chosen = params if layers is None else [params[i] for i in layers]
@@ -129,8 +130,7 @@ def serve_osp(
         for p in params:
             p.grad = None
         for layer, grad in zip(layers, mean.split([sizes[i] for i in layers]), strict=True):
-            params[layer].grad = grad.view_as(params[layer])  # views of a fresh mean
-            latest[layer] = params[layer].grad
+            params[layer].grad = latest[layer] = grad.view_as(params[layer])  # views of the mean
         for group in optimizer.param_groups:
             group["lr"] = base_lr * factor(step)
         optimizer.step()
@@ -138,8 +138,7 @@ def serve_osp(
     def gather(layers: list[int], extra: int, group: dist.ProcessGroup | None) -> list[Tensor]:
         count = sum(sizes[i] for i in layers) + extra
         received = [torch.empty(count, dtype=params[0].dtype) for _ in range(workers)]
-        for work in [dist.irecv(r, src=w, tag=PUSH, group=group) for w, r in enumerate(received)]:
-            work.wait()
+        wait_all([dist.irecv(r, src=w, tag=PUSH, group=group) for w, r in enumerate(received)])
         return received
 
     def mean_of(received: list[Tensor], extra: int) -> Tensor:
@@ -149,8 +148,7 @@ def serve_osp(
         return total / workers
 
     def send_all(message: Tensor, group: dist.ProcessGroup | None) -> None:
-        for work in [dist.isend(message, dst=w, tag=PULL, group=group) for w in range(workers)]:
-            work.wait()
+        wait_all([dist.isend(message, dst=w, tag=PULL, group=group) for w in range(workers)])
 
     gib = [True] * len(params)
     epoch_budget = budget.for_epoch(0)

@@ -24,6 +24,7 @@ import torch.distributed as dist
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
+from gradsync.comm.membership import wait_all
 from gradsync.comm.solo import SoloCollective
 from gradsync.config.instantiate import build, resolve
 from gradsync.schedulers.ps.layout import PULL, Shards
@@ -128,8 +129,7 @@ def _bsp(
             total += gradient
         apply(total / workers, step)
         reply = _reply(values, [step + 1] * workers)
-        for work in [dist.isend(reply, dst=w, tag=PULL) for w in range(workers)]:
-            work.wait()
+        wait_all([dist.isend(reply, dst=w, tag=PULL) for w in range(workers)])
         if after_step is not None:
             after_step(values.detach())
 
@@ -158,5 +158,4 @@ def _stale(
                 sends.append(dist.isend(_reply(values, clocks), dst=w, tag=PULL))
                 waiting.discard(w)
     assert not waiting, "every worker got its last parameters"
-    for work in sends:
-        work.wait()
+    wait_all(sends)

@@ -15,6 +15,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from gradsync.comm.membership import wait_all
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.engine.components import SyncComponents, flat_gradient, mark_stepped
 from gradsync.schedulers.ps.layout import CLOCKS, PULL, Shards
@@ -82,8 +83,7 @@ class PsSync(SyncComponents):
             send_payload(payload, ctx, dst=shards.rank(s))
             for s, (payload, ctx) in enumerate(payloads)
         )
-        for work in pulls:
-            work.wait()
+        wait_all(pulls)
         communicated = self.clock()
         new = torch.cat([p[:-CLOCKS] for p in pulled])
         offset = 0
