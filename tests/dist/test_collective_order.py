@@ -4,7 +4,12 @@ while a step's communication is under way (the communication thread issues them 
 
 One world runs every pipelined scheduler with every compressor that talks while it compresses
 (TernGrad's scalers, union top-k's indices, CLT-k's and DEFT's broadcasts and gathers); an
-instrumented collective records each call on each rank."""
+instrumented collective records each call on each rank.
+
+Another runs ``scheduler=deft`` (one link and two, from a saved profile, and profiled in the
+job). Its all-reduces are started asynchronously, so both links can be busy at once and the
+sends of a gradient applied later run on past the step: collectives of the communication
+thread may overlap each other, but the compute thread issues none while any is in flight."""
 
 from __future__ import annotations
 
@@ -24,6 +29,9 @@ from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.none import NoneFeedback
 from gradsync.feedback.residual import ResidualFeedback
 from gradsync.schedulers.allreduce.allreduce import AllreduceSync
+from gradsync.schedulers.deft.deft import DeftSync
+from gradsync.schedulers.engine.buckets import Buckets
+from gradsync.schedulers.engine.comm_thread import THREAD_NAME
 from gradsync.schedulers.pipelined.lags import LagsSync
 from gradsync.schedulers.pipelined.mgs import MgsSync
 from gradsync.schedulers.pipelined.omgs import OmgsSync
@@ -48,6 +56,15 @@ SCHEDULERS = {  # the class and its options
     "lags": (LagsSync, {}),
     "mgs": (MgsSync, {"threshold": 100}),
     "omgs": (OmgsSync, {"rule": "optimal", "profile_steps": 1}),
+}
+
+
+DEFT_STEPS = 6
+DEFT_PARTITION = 100  # elements: the tiny model's 436 make 5 buckets
+DEFT_SCHEDULERS = {  # options besides the profile file, which the fixture writes
+    "deft": {},
+    "deft-two-links": {"links": 2},
+    "deft-profiled": {"profile_steps": 1},
 }
 
 
@@ -151,8 +168,12 @@ def _train(rank: int, world_size: int, scheduler: str, compressor, costs: str) -
     cls, options = SCHEDULERS[scheduler]
     if scheduler == "omgs":
         options = {**options, "costs": costs}  # planned from a file: no microbenchmarks
+    return _recorded_training(world_size, cls, options, compressor, STEPS)
+
+
+def _recorded_training(world_size: int, cls, options: dict, compressor, steps: int) -> list[Call]:
     log = CallLog()
-    model, data = tiny_model(), tiny_data(STEPS, world_size)
+    model, data = tiny_model(), tiny_data(steps, world_size)
     opt = sgd(model)
     feedback = ResidualFeedback() if compressor.error_feedback else NoneFeedback()
     collective = RecordingCollective(log=log)
@@ -164,13 +185,16 @@ def _train(rank: int, world_size: int, scheduler: str, compressor, costs: str) -
         clock=time.perf_counter,
     )
     sync.attach(model, opt)
-    for step in range(STEPS):
+    rank = collective.rank
+    for step in range(steps):
         log.step = step
         sync.begin(step=step)
-        local_loss(model, data, step, rank, world_size).backward()
-        sync.step(step=step)
+        loss = local_loss(model, data, step, rank, world_size)
+        loss.backward()
+        sync.step(step=step, loss=loss.detach())
         log.step = None
         opt.zero_grad(set_to_none=True)
+    sync.flush()
     return log.calls
 
 
@@ -189,6 +213,35 @@ def world(tmp_path_factory) -> list[dict]:
     costs = root / "costs.json"
     costs.write_text(json.dumps({"gamma": 1e-9, "alpha": 1e-4, "beta": 1e-9}))
     return run_world(_record_all, WORKERS, root / "world", str(costs))
+
+
+def _record_deft(rank: int, world_size: int, times: str) -> dict:
+    records = {}
+    for scheduler, name in itertools.product(DEFT_SCHEDULERS, COMPRESSORS):
+        compressor = COMPRESSORS[name]()
+        if _refused("deft", compressor):
+            continue
+        options = {"partition_size": DEFT_PARTITION, **DEFT_SCHEDULERS[scheduler]}
+        if "profile_steps" not in options:
+            options["times"] = times
+        records[scheduler, name] = _recorded_training(
+            world_size, DeftSync, options, compressor, DEFT_STEPS
+        )
+    return {"records": records, "compute_thread": threading.current_thread().name}
+
+
+@pytest.fixture(scope="module")
+def deft_world(tmp_path_factory) -> list[dict]:
+    """DeFT from a profile whose windows are tight: buckets wait, updates merge, the second
+    link carries some, and a gradient's sends run on past the step that started them."""
+    root = tmp_path_factory.mktemp("deft-order")
+    sizes = [p.numel() for p in tiny_model().parameters()][::-1]
+    buckets = Buckets.partition(sizes, DEFT_PARTITION)
+    n = len(buckets)
+    times = root / "times.json"
+    profile = {"forward": [1e-3] * n, "backward": [1e-3] * n, "comm": [2.5e-3] * n, "mu": 1.65}
+    times.write_text(json.dumps({"bounds": list(buckets.bounds), **profile}))
+    return run_world(_record_deft, WORKERS, root / "world", str(times))
 
 
 def test_every_combination_the_config_allows_ran(world):
@@ -227,3 +280,40 @@ def test_the_compute_thread_issues_no_collective_until_the_steps_communication_i
                 others = [i for i, thread in enumerate(threads) if thread != compute]
                 first_own = threads.index(compute) if compute in threads else len(threads)
                 assert not others or first_own > others[-1], (case, step, threads)
+
+
+def test_deft_ran_with_every_compressor_whose_payloads_add_up(deft_world):
+    cases = set(deft_world[0]["records"])
+    assert ("deft", "terngrad") not in cases  # TernGrad all-gathers: deft refuses it
+    assert len(cases) == len(DEFT_SCHEDULERS) * (len(COMPRESSORS) - 1)
+    for calls in deft_world[0]["records"].values():
+        assert any(c.step is not None for c in calls)
+    two_links = deft_world[0]["records"]["deft-two-links", "deft"]
+    assert len({c.communicator for c in two_links}) == 3  # the job's group and two links
+    # Both links busy at once: an all-reduce issued while the other link's is in flight.
+    assert any(
+        c.operation.startswith("all_reduce")
+        and any(other not in ("default", c.communicator) for _, other in c.in_flight)
+        for c in two_links
+    )
+
+
+def test_deft_ranks_issue_the_same_collectives_in_the_same_order(deft_world):
+    test_every_rank_issues_the_same_collectives_in_the_same_order(deft_world)
+
+
+def test_deft_compute_thread_issues_nothing_while_a_collective_is_in_flight(deft_world):
+    """The links' all-reduces may overlap each other (started by the communication thread,
+    finished later); a collective of the compute thread (planning at a step's end) never
+    overlaps anything, and within a step only the communication thread issues them until
+    that step's communication is done."""
+    test_the_compute_thread_issues_no_collective_until_the_steps_communication_is_done(deft_world)
+    for rank in deft_world:
+        compute = rank["compute_thread"]
+        for case, calls in rank["records"].items():
+            for call in calls:
+                if call.thread == compute:
+                    assert call.in_flight == (), (case, call)
+                assert all(thread != compute for thread, _ in call.in_flight), (case, call)
+                if call.step is not None and "profile_steps" not in DEFT_SCHEDULERS[case[0]]:
+                    assert call.thread == THREAD_NAME, (case, call)

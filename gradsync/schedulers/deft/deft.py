@@ -11,6 +11,12 @@ momentum and weight decay still move the weights). A step waits only for the exc
 it applies: the new gradient's buckets sent during backward are applied steps later, so their
 all-reduces run on over the next forward pass (``sched/carried_buckets``).
 
+Every send goes through the shared engine: the hook (or ``begin``) compensates and compresses
+its bucket, and the scheduler's one communication thread issues its all-reduce in the order the
+queues fixed, identical on every rank. The thread only starts each all-reduce and moves on, so
+both links can be busy at once while the order in which sends are issued stays the plan's; the
+step waits for the completion of exactly the buckets it applies.
+
 Two buffers hold the gradients: ``current`` (CUR: all-reduced in place, bucket by bucket) and
 ``future`` (FUT plus the gradient backward is producing). When a new gradient becomes current
 they swap.
@@ -21,7 +27,9 @@ C (timed all-reduces of each bucket's size on the link, the slowest worker's), p
 Preserver needs (loss, ‖g‖², the spread of the workers' gradients). Buckets whose C exceeds the
 smallest window are split, the Preserver enlarges the knapsacks until delaying costs no
 convergence, and the schedule starts. ``scheduler.links=2`` sends the second knapsack over a
-second process group concurrently (its own shaped link under ``runner=netem``).
+second process group concurrently (its own shaped link under ``runner=netem``). These timings
+feed the plan, so they use the synchronizing clock; the steps themselves are timed with the
+engine's ``StepTimer``.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import logging
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -39,6 +47,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
+from typing_extensions import Unpack
 
 from gradsync.algorithms.deft_queues import DeftQueues, Gradient, Step, steady_period
 from gradsync.algorithms.knapsack import DEFAULT_UNIT
@@ -48,11 +57,12 @@ from gradsync.comm.collective import second_link_interface
 from gradsync.schedulers.deft.config import PARTITION_SIZE
 from gradsync.schedulers.engine.buckets import Buckets, ForwardTimer
 from gradsync.schedulers.engine.combine import combine
-from gradsync.schedulers.engine.components import SyncComponents
-from gradsync.schedulers.engine.exchanges import Exchanges
+from gradsync.schedulers.engine.engine import EngineParts, ExchangeEngine
 from gradsync.schedulers.engine.profiling import median_seconds
+from gradsync.schedulers.engine.queued_collective import QueuedCollective
+from gradsync.schedulers.engine.residuals import bucket_name, rebucket_residuals
 from gradsync.schedulers.registry import require_allreducible
-from gradsync.types import Collective, SyncStats
+from gradsync.types import Collective, Payload, SyncStats
 
 log = logging.getLogger("gradsync")
 
@@ -100,6 +110,18 @@ class _Gradient:
 
 
 @dataclass
+class _Send:
+    """A bucket's all-reduce, issued by the communication thread."""
+
+    finish: Callable[[], Payload]
+    """Waits for the all-reduce to complete; its sum."""
+    flat: Tensor
+    """The bucket of the gradient the sum is written to."""
+    ctx: Any
+    """The compression context."""
+
+
+@dataclass
 class _Profile:
     """Per-tensor sums over the profiled steps, and the Preserver's samples."""
 
@@ -113,7 +135,7 @@ class _Profile:
     """Variance over workers of ḡ·g_w, per step."""
 
 
-class DeftSync(SyncComponents):
+class DeftSync(ExchangeEngine):
     buckets: Buckets  # set by attach()
 
     def __init__(
@@ -129,32 +151,28 @@ class DeftSync(SyncComponents):
         preserver: bool = True,
         epsilon: float = EPSILON,
         preserver_retries: int = MAX_RETRIES,
-        **components: Any,
+        **parts: Unpack[EngineParts],
     ) -> None:
-        super().__init__(**components)
+        super().__init__(**parts)
         require_allreducible("deft", "buckets", self.compressor)
         self.partition_size, self.links, self.given_mu = partition_size, links, mu
         self.merge_reduction, self.delay = merge_reduction, delay
         self.profile_steps, self.times_file = profile_steps, times
         self.use_preserver, self.epsilon, self.retries = preserver, epsilon, preserver_retries
-        self._params: list[nn.Parameter] = []
-        self._optimizer: Optimizer | None = None
-        self._links: list[Exchanges] = []
+        self._links: list[QueuedCollective] = []
+        """The exchanges' process groups, each issued to by the communication thread."""
         self._profile: _Profile | None = None
-        self._timer: ForwardTimer | None = None
+        self._forward_timer: ForwardTimer | None = None
         self.times: BucketProfile | None = None
         self._metrics: dict[str, float] = {}
-        self._step, self._epoch = 0, 0
-        self._plan: Step | None = None
-        self._in_flight: list[tuple[Callable[[], Any], Tensor, Any]] = []
-        """Sends of a gradient not applied in the step that launched them: (wait for the
-        result, its bucket of the gradient, the compression context)."""
+        self._plan_now: Step | None = None
+        self._in_flight: list[_Send] = []
+        """Sends of a gradient not applied in the step that launched them."""
 
     # ---- set-up -------------------------------------------------------------------------------
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
-        self._params = [p for p in model.parameters() if p.requires_grad][::-1]
-        self._optimizer = optimizer
-        self._sizes = [p.numel() for p in self._params]
+        super().attach(model, optimizer)  # the communication thread, timer, queued compressor
+        self._sizes = self.sizes()
         self._offsets = [0]
         for size in self._sizes:
             self._offsets.append(self._offsets[-1] + size)
@@ -163,10 +181,14 @@ class DeftSync(SyncComponents):
             torch.zeros(self._offsets[-1], dtype=like.dtype, device=like.device)
         )
         self._future = _Gradient(torch.zeros_like(self._current.flat))
-        self._links = [Exchanges(self.collective.fork())]
+        assert self._comm is not None
+        # The links get groups of their own: their all-reduces stay in flight while the
+        # compressor's collectives (on the job's group) are issued after them.
+        forks = [self.collective.fork()]
         if self.links == 2:
             # Its own interface when the host has one (runner=netem runner.second_bandwidth).
-            self._links.append(Exchanges(self.collective.fork(interface=second_link_interface())))
+            forks.append(self.collective.fork(interface=second_link_interface()))
+        self._links = [QueuedCollective(fork, self._comm, self._timer) for fork in forks]
         for index, param in enumerate(self._params):
             param.register_post_accumulate_grad_hook(
                 lambda _, index=index: self._on_gradient(index)
@@ -178,7 +200,7 @@ class DeftSync(SyncComponents):
             self._use_buckets(Buckets.partition(self._sizes, self.partition_size))
             self._queues = self._wfbp_queues()
             self._profile = _Profile([0.0] * len(self._params), [0.0] * len(self._params))
-            self._timer = ForwardTimer(model, self._params, self.clock)
+            self._forward_timer = ForwardTimer(model, self._params, self.clock)
             self._local = torch.zeros_like(self._current.flat)  # a worker's own gradient
 
     def _use_buckets(self, buckets: Buckets) -> None:
@@ -226,47 +248,40 @@ class DeftSync(SyncComponents):
 
     def _rebucket_residuals(self, buckets: Buckets) -> None:
         """Error-feedback residuals are kept per bucket: carry them over to new bounds."""
-        state = self.feedback.state_dict()
-        if not state:
-            return
-        old = self.buckets
-        flat = torch.cat(
-            [state.get(_name(b), torch.zeros(old.numel(b))).reshape(-1) for b in range(len(old))]
-        )
-        self.feedback.load_state_dict(
-            {_name(b): flat[buckets.slice(b)].clone() for b in range(len(buckets))}
-        )
+        rebucket_residuals(self.feedback, self.buckets, buckets, dtype=self._params[0].dtype)
 
     # ---- one step -----------------------------------------------------------------------------
     def begin(self, *, step: int, epoch: int = 0) -> None:
-        self._step, self._epoch = step, epoch
-        self._plan = self._queues.step()
-        self._launched: dict[int, tuple[Tensor, Any, int]] = {}
+        super().begin(step=step, epoch=epoch)
+        self._plan_now = self._queues.step()
+        self._launched_sends: dict[int, _Send] = {}
         self._waiting = [self.buckets.numel(b) for b in range(len(self.buckets))]
-        self._new_sends = set(self._plan.backward_sends_new)
-        self._compress_seconds = self._in_backward_seconds = self._in_forward_seconds = 0.0
-        self._ready_at = [0.0] * len(self._params)
-        self._forward_started = self.clock()
-        self._forward_seconds = 0.0
-        self._last_mark: float | None = None
+        self._new_sends = set(self._plan_now.backward_sends_new)
         self._backward_sent = False
-        if self._timer is not None:
-            self._timer.take(0.0)  # drop what evaluation passes added
-        self._send_current(self._plan.forward_sends)  # Case 1: during this forward pass
+        if self._profile is not None:  # per-tensor times feed the plan: the synchronizing clock
+            self._ready_at = [0.0] * len(self._params)
+            self._forward_started = self.clock()
+            self._forward_seconds = 0.0
+            self._last_mark: float | None = None
+        if self._forward_timer is not None:
+            self._forward_timer.take(0.0)  # drop what evaluation passes added
+        self._send_current(self._plan_now.forward_sends)  # Case 1: during this forward pass
 
     def _on_forward_end(self) -> None:
-        if self._plan is None or self._backward_sent:
+        if self._plan_now is None or self._backward_sent:
             return  # an evaluation pass, or a second forward in one step
         self._backward_sent = True
-        now = self.clock()
-        self._forward_seconds, self._last_mark = now - self._forward_started, now
-        self._send_current(self._plan.backward_sends_current)  # Cases 2 and 3
+        if self._profile is not None:
+            now = self.clock()
+            self._forward_seconds, self._last_mark = now - self._forward_started, now
+        self._send_current(self._plan_now.backward_sends_current)  # Cases 2 and 3
 
     def _on_gradient(self, index: int) -> None:
-        if self._plan is None:
+        if self._plan_now is None:
             return
-        now = self.clock()
-        self._ready_at[index] = now - (self._last_mark if self._last_mark is not None else now)
+        if self._profile is not None:
+            now = self.clock()
+            self._ready_at[index] = now - (self._last_mark if self._last_mark is not None else now)
         grad = self._params[index].grad
         lo, hi = self._offsets[index], self._offsets[index + 1]
         if grad is not None:
@@ -275,54 +290,51 @@ class DeftSync(SyncComponents):
             self._waiting[bucket] -= count
             if self._waiting[bucket] == 0 and bucket in self._new_sends:
                 self._new_sends.discard(bucket)
-                start = self.clock()
-                self._send(self._future, bucket, tag=NEW)
-                self._in_backward_seconds += self.clock() - start
-        self._last_mark = self.clock()
+                with self._timer.span("in_backward"):
+                    self._send(self._future, bucket, tag=NEW)
+        if self._profile is not None:
+            self._last_mark = self.clock()
 
     def _send_current(self, buckets: list[int]) -> None:
         """Start buckets of CUR; the loop counts this as forward time, so it is taken out."""
-        start = self.clock()
-        for bucket in buckets:
-            self._send(self._current, bucket, tag=CURRENT)
-        self._in_forward_seconds += self.clock() - start
+        with self._timer.span("in_forward"):
+            for bucket in buckets:
+                self._send(self._current, bucket, tag=CURRENT)
 
     def _send(self, gradient: _Gradient, bucket: int, *, tag: int) -> None:
-        """Compress a bucket of ``gradient`` and start its exchange; ``tag`` tells CUR's buckets
-        from the new gradient's, which may share an index in one iteration."""
-        start = self.clock()
-        flat = gradient.flat[self.buckets.slice(bucket)]
-        if self._profile is not None:
-            self._local[self.buckets.slice(bucket)] = flat
-        name = _name(bucket)
-        payload, ctx = self.compress_with_feedback(
-            flat, name=name, step=self._step, epoch=self._epoch, sizes=[flat.numel()]
-        )
-        key = 2 * bucket + tag
-        assert self._plan is not None, "sends happen within a step, after begin()"
-        link = self._links[1 if tag == CURRENT and bucket in self._plan.slow else 0]
-        link.submit(key, payload, allreducible=True)
-        self._launched[key] = (flat, ctx, bucket)
-        self._compress_seconds += self.clock() - start
+        """Compress a bucket of ``gradient`` and hand its all-reduce to the communication
+        thread; ``tag`` tells CUR's buckets from the new gradient's, which may share an index
+        in one iteration."""
+        assert self._plan_now is not None
+        with self._timer.span("compress"):
+            flat = gradient.flat[self.buckets.slice(bucket)]
+            if self._profile is not None:
+                self._local[self.buckets.slice(bucket)] = flat
+            payload, ctx = self.compress_with_feedback(
+                flat,
+                name=bucket_name(bucket),
+                step=self._step,
+                epoch=self._epoch,
+                sizes=[flat.numel()],
+            )
+            slow = tag == CURRENT and bucket in self._plan_now.slow
+            finish = self._links[1 if slow else 0].issue_all_reduce(payload)
+            self._launched_sends[2 * bucket + tag] = _Send(finish, flat, ctx)
 
     def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
-        assert self._optimizer is not None and self._plan is not None, "attach() and begin() first"
-        plan = self._plan
+        assert self._optimizer is not None and self._plan_now is not None, "attach(), begin()"
+        plan = self._plan_now
         for bucket in sorted(self._new_sends):  # a bucket some of whose tensors got no gradient
             self._send(self._future, bucket, tag=NEW)
         newest_applied = plan.applied is not None and self._queues.iteration - 1 in plan.applied
-        waited = self.clock()
+        waited = self._timer.mark()
         numel, selected_count = self._settle()
         if plan.renewed and not newest_applied:
             self._carry_new_sends()
-        received: dict[int, Any] = {}
-        for link in self._links:
-            received.update(link.wait())
-        communicated = self.clock()
-        agreeing = self.collective.busy_seconds()
-        for key, (flat, ctx, _) in self._launched.items():
-            n, chosen = self._combine_into(flat, received[key], ctx)
+        for send in self._launched_sends.values():  # each bucket's completion, in plan order
+            n, chosen = self._combine_into(send)
             numel, selected_count = numel + n, selected_count + chosen
+        communicated = self._timer.mark()
 
         if self._profile is not None:
             self._observe(loss)
@@ -333,55 +345,41 @@ class DeftSync(SyncComponents):
             self._apply(self._current if newest_applied else finished, len(plan.applied))
         if plan.renewed:
             self._future.flat.zero_()
-        updated = self.clock()
+        self._timer.add("comm", waited, communicated)
+        self._timer.add("update", communicated, self._timer.mark())
 
-        stats = SyncStats(
-            bytes_sent=0,
-            bytes_wire=0.0,
-            bytes_dense=self.buckets.total * self._params[0].element_size(),
-            density_setup=self.compressor.density,
-            density_actual=selected_count / numel if numel else self.compressor.density,
-            error_norm=self.feedback.norm(),
-            time_compress=self._compress_seconds - agreeing,
-            time_comm=communicated - waited + agreeing,
-            time_update=updated - communicated,
-            time_in_backward=self._in_backward_seconds,
-            time_in_forward=self._in_forward_seconds,
-            extra=self._step_metrics(plan),
-        )
-        for collective in (self.collective, *(link.collective for link in self._links)):
-            count = collective.take_bytes()
+        stats = self._stats(numel, selected_count)  # reads extra_metrics(): before the reset
+        for link in self._links:
+            count = link.take_bytes()
             stats.bytes_sent += count.payload
             stats.bytes_wire += count.wire
-        self._plan = None
+        self._plan_now = None
         if self._profile is not None:
             self._after_profiled_step(step)
-        return stats
+        return replace(stats, bytes_dense=self.buckets.total * self._params[0].element_size())
 
     def _carry_new_sends(self) -> None:
         """Leave this step's sends of the new gradient in flight: it is applied steps later,
         so they may go on over the next forward pass, as DeFT's schedule has them (waiting
         here would hold the next forward back until the links are empty)."""
-        keys = [key for key in self._launched if key % 2 == NEW]
-        waits = self._links[0].detach(keys)
-        for key in keys:
-            flat, ctx, _ = self._launched.pop(key)
-            self._in_flight.append((waits[key], flat, ctx))
+        for key in [key for key in self._launched_sends if key % 2 == NEW]:
+            self._in_flight.append(self._launched_sends.pop(key))
 
     def _settle(self) -> tuple[int, int]:
         """Wait for the sends left in flight and put their sums in place: elements, and
         elements selected."""
         numel = selected = 0
-        for wait, flat, ctx in self._in_flight:
-            n, chosen = self._combine_into(flat, wait(), ctx)
+        for send in self._in_flight:
+            n, chosen = self._combine_into(send)
             numel, selected = numel + n, selected + chosen
         self._in_flight = []
         return numel, selected
 
-    def _combine_into(self, flat: Tensor, received: Any, ctx: Any) -> tuple[int, int]:
-        summed, selected = combine(self.compressor, received, ctx, like=flat)
-        flat.copy_(summed)
-        return flat.numel(), flat.numel() if selected is None else selected.numel()
+    def _combine_into(self, send: _Send) -> tuple[int, int]:
+        """Wait for ``send`` to complete and write its sum over its bucket."""
+        summed, selected = combine(self.compressor, send.finish(), send.ctx, like=send.flat)
+        send.flat.copy_(summed)
+        return send.flat.numel(), send.flat.numel() if selected is None else selected.numel()
 
     def flush(self) -> None:
         self._settle()
@@ -394,7 +392,9 @@ class DeftSync(SyncComponents):
             param.grad = mean[self._offsets[i] : self._offsets[i + 1]].view_as(param)
         self._optimizer.step()
 
-    def _step_metrics(self, plan: Step) -> dict[str, float]:
+    def extra_metrics(self) -> dict[str, float]:
+        plan = self._plan_now
+        assert plan is not None, "read within a step"
         current = self._queues.current
         return {
             **self._metrics,
@@ -422,7 +422,7 @@ class DeftSync(SyncComponents):
         profile.loss = loss_sum / n
 
     def _after_profiled_step(self, step: int) -> None:
-        profile, timer = self._profile, self._timer
+        profile, timer = self._profile, self._forward_timer
         assert profile is not None and timer is not None
         forward = timer.take(self._forward_seconds)
         if step > 0 or profile.steps:  # the first step pays for warm-up: leave it out
@@ -434,7 +434,7 @@ class DeftSync(SyncComponents):
         if profile.steps >= self.profile_steps:
             self._plan_from_profile(profile)
             timer.remove()
-            self._profile, self._timer = None, None
+            self._profile, self._forward_timer = None, None
             del self._local
 
     def _plan_from_profile(self, profile: _Profile) -> None:
@@ -473,10 +473,10 @@ class DeftSync(SyncComponents):
         """Per-bucket F and B from the per-tensor times; C by timing an all-reduce of each
         bucket's size on the link (the slowest worker's)."""
         sizes = [buckets.numel(b) for b in range(len(buckets))]
-        comm = self._time_all_reduces(self._links[0].collective, sizes)
+        comm = self._time_all_reduces(self._links[0].inner, sizes)
         mu = self.given_mu or PAPER_MU
         if self.links == 2 and self.given_mu is None:
-            slow = self._time_all_reduces(self._links[1].collective, sizes)
+            slow = self._time_all_reduces(self._links[1].inner, sizes)
             mu = max(
                 1.0, statistics.median(s / f for s, f in zip(slow, comm, strict=True) if f > 0)
             )
@@ -565,9 +565,9 @@ class DeftSync(SyncComponents):
             self._use_times(BucketProfile.from_dict(state["times"]), state["capacity_scale"])
             if state["preserver_ratio"] is not None:
                 self._metrics["sched/preserver_ratio"] = state["preserver_ratio"]
-            if self._timer is not None:
-                self._timer.remove()
-            self._profile, self._timer = None, None
+            if self._forward_timer is not None:
+                self._forward_timer.remove()
+            self._profile, self._forward_timer = None, None
             q = state["queues"]
             self._queues.iteration, self._queues.future = q["iteration"], list(q["future"])
             if q["current"] is not None:
@@ -576,7 +576,3 @@ class DeftSync(SyncComponents):
         self.feedback.load_state_dict(state["feedback"])
         self._current.flat.copy_(state["current"])
         self._future.flat.copy_(state["future"])
-
-
-def _name(bucket: int) -> str:
-    return f"bucket{bucket}"

@@ -220,13 +220,14 @@ class ExchangeEngine(SyncComponents):
             bytes_wire=count.wire,
             bytes_dense=numel * self._params[0].element_size(),
             density_setup=self.compressor.density,
-            density_actual=selected / numel,
+            density_actual=selected / numel if numel else self.compressor.density,
             error_norm=self.feedback.norm(),
             # A compressor waiting for the workers to agree (AGREE) is communicating.
             time_compress=seconds["compress"] - seconds[AGREE],
             time_comm=seconds["comm"] + seconds[AGREE],
             time_update=seconds["update"],
             time_in_backward=seconds["in_backward"],
+            time_in_forward=seconds["in_forward"],
             extra=self.extra_metrics(),
         )
 

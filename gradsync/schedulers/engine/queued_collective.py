@@ -41,6 +41,16 @@ class QueuedCollective:
         job = self._comm.submit(lambda: self.inner.all_reduce(payload, op=op), inputs=payload)
         return job.wait
 
+    def issue_all_reduce(self, payload: Payload, *, op: str = "sum") -> Callable[[], Payload]:
+        """Issue the all-reduce from the communication thread, in its FIFO place, without
+        holding the thread: its next job (on this communicator or another) is issued while this
+        one runs. The returned function waits for it to complete (on CUDA the caller's stream
+        waits, the host does not)."""
+        started = self._comm.submit(
+            lambda: self.inner.start_all_reduce(payload, op=op), inputs=payload
+        )
+        return lambda: started.wait()()
+
     def all_gather(self, payload: Payload) -> list[Payload]:
         return self._call(lambda: self.inner.all_gather(payload), payload)
 
