@@ -7,6 +7,7 @@ the flat all-reduce's."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -17,10 +18,12 @@ from torch import nn
 
 from gradsync.comm.collective import TorchCollective
 from gradsync.config.compose import CONFIG_MODULE
+from gradsync.config.discovery import group_options
+from gradsync.config.instantiate import build
 from gradsync.config.schema import register_schemas
 from gradsync.schedulers.ps.groups import make_groups
 from gradsync.schedulers.ps.server import serve
-from gradsync.schedulers.registry import SCHEDULERS
+from gradsync.schedulers.registry import SCHEDULERS, spec_of
 from gradsync.train.build import build_optimizer, build_sync
 from tests.helpers.dist import run_world
 
@@ -32,20 +35,15 @@ WITH_SERVERS = [n for n, s in SCHEDULERS.items() if s.capabilities.parameter_ser
 WITHOUT_SERVERS = [n for n in SCHEDULERS if n not in WITH_SERVERS]
 
 
-def _configs(names: list[str]) -> dict[str, DictConfig]:
+def _configs(names: list[str], *, group: str = "scheduler") -> dict[str, DictConfig]:
+    """``{name: the composed config with group=name}``, dense unless ``group`` is compressor."""
     register_schemas()
+    base = ["compressor=none", f"trainer.workers={WORKERS}", f"trainer.servers={SERVERS}"]
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         return {
             name: compose(
                 config_name="train",
-                overrides=[
-                    f"scheduler={name}",
-                    "compressor=none",
-                    f"trainer.workers={WORKERS}",
-                    f"trainer.servers={SERVERS}",
-                    "trainer.lr=0.1",
-                    "trainer.momentum=0.9",
-                ],
+                overrides=[*base, f"{group}={name}", "trainer.lr=0.1", "trainer.momentum=0.9"],
             )
             for name in names
         }
@@ -65,14 +63,14 @@ def _batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
 def _train_each(
     rank: int, world_size: int, configs: dict[str, DictConfig]
 ) -> dict[str, list[torch.Tensor]]:
-    """Every scheduler of ``configs`` in turn, as the worker runs it; its servers (ranks from
-    WORKERS on) serve only the schedulers that have them."""
+    """Every config of ``configs`` in turn, as the worker runs it; the servers (ranks from
+    WORKERS on) serve only schedulers that have them."""
     workers = make_groups(WORKERS, timedelta(seconds=60))
     trained: dict[str, list[torch.Tensor]] = {}
     for name, cfg in configs.items():
         model = _model()
         if rank >= WORKERS:
-            if SCHEDULERS[name].capabilities.parameter_server:
+            if spec_of(cfg.scheduler).capabilities.parameter_server:
                 serve(cfg, model, server=rank - WORKERS, steps_per_epoch=STEPS, total_steps=STEPS)
             continue
         optimizer = build_optimizer(cfg, model)
@@ -91,16 +89,27 @@ def _train_each(
     return trained
 
 
-def _check(results: list[dict[str, list[torch.Tensor]]], names: list[str]) -> None:
+def _check(
+    results: list[dict[str, list[torch.Tensor]]],
+    names: list[str],
+    equals_reference: Callable[[str], bool],
+    reference: str = REFERENCE,
+) -> None:
+    """Every worker ran ``names`` after ``reference``, each of them moved the model, and those
+    ``equals_reference`` picks ended where the reference did."""
     initial = [p.detach() for p in _model().parameters()]
     for rank, trained in enumerate(results[:WORKERS]):
-        assert list(trained) == [REFERENCE, *names]
+        assert list(trained) == [reference, *names]
         for name in names:
             moved = any(not torch.equal(a, b) for a, b in zip(trained[name], initial, strict=True))
-            assert moved, f"scheduler={name} did not train on rank {rank}"
-            if SCHEDULERS[name].capabilities.equals_allreduce:
-                for got, want in zip(trained[name], trained[REFERENCE], strict=True):
-                    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, msg=name)
+            assert moved, f"{name} did not train on rank {rank}"
+            if equals_reference(name):
+                _assert_same(trained[name], trained[reference], name)
+
+
+def _assert_same(got: list[torch.Tensor], want: list[torch.Tensor], name: str) -> None:
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
 
 
 def test_every_scheduler_without_servers_trains_and_keeps_its_claims(tmp_path):
@@ -108,7 +117,7 @@ def test_every_scheduler_without_servers_trains_and_keeps_its_claims(tmp_path):
     results = run_world(
         _train_each, WORKERS, tmp_path, _configs([REFERENCE, *names]), timeout=240
     )
-    _check(results, names)
+    _check(results, names, _claims_allreduce)
 
 
 @pytest.mark.parametrize("name", WITH_SERVERS)
@@ -118,4 +127,29 @@ def test_every_scheduler_with_servers_trains_and_keeps_its_claims(name, tmp_path
     results = run_world(
         _train_each, WORKERS + SERVERS, tmp_path, _configs([REFERENCE, name]), timeout=240
     )
-    _check(results, [name])
+    _check(results, [name], _claims_allreduce)
+
+
+def _claims_allreduce(name: str) -> bool:
+    return SCHEDULERS[name].capabilities.equals_allreduce
+
+
+def _lossless(name: str) -> bool:
+    compressor = _configs([name], group="compressor")[name].compressor
+    return bool(build(compressor, path="compressor").lossless)
+
+
+def test_every_compressor_keeps_the_workers_in_step_under_the_flat_all_reduce(tmp_path):
+    """Every compressor option (none first, the reference), with the error feedback its
+    method asks for: after two steps every worker holds the same model (what one applies, all
+    apply), and a lossless one trains exactly as none does. (A sparsifier may send nothing in
+    two steps of a small model: threshold's residual has not reached its threshold yet.)"""
+    names = [n for n in group_options()["compressor"] if n != "none"]
+    configs = _configs(["none", *names], group="compressor")
+    first, *others = run_world(_train_each, WORKERS, tmp_path, configs, timeout=240)
+    assert list(first) == ["none", *names]
+    for name in names:
+        for other in others:
+            _assert_same(other[name], first[name], name)
+        if _lossless(name):
+            _assert_same(first[name], first["none"], name)
