@@ -117,7 +117,10 @@ class RecordingCollective(TorchCollective):
 
     def start_all_reduce(self, payload, *, op="sum"):
         token = self.log.begin(self.name, f"all_reduce/{op}", _shapes(payload))
-        finish = super().start_all_reduce(payload, op=op)
+        return self._ending(token, super().start_all_reduce(payload, op=op))
+
+    def _ending(self, token: int, finish):
+        """``finish``, which also ends the recorded call when it returns."""
 
         def finished():
             try:
@@ -152,7 +155,7 @@ def _train(rank: int, world_size: int, scheduler: str, compressor, costs: str) -
     if scheduler == "omgs":
         options = {**options, "costs": costs}  # planned from a file: no microbenchmarks
     log = CallLog()
-    model, data = tiny_model(), tiny_data(STEPS, world_size)
+    model = tiny_model()
     opt = sgd(model)
     feedback = ResidualFeedback() if compressor.error_feedback else NoneFeedback()
     collective = RecordingCollective(log=log)
@@ -163,6 +166,12 @@ def _train(rank: int, world_size: int, scheduler: str, compressor, costs: str) -
         collective=collective,
         clock=time.perf_counter,
     )
+    return run_steps(sync, model, opt, log, rank, world_size)
+
+
+def run_steps(sync, model, opt, log: CallLog, rank: int, world_size: int) -> list[Call]:
+    """Attach ``sync`` and train STEPS steps, each call marked with its step; the calls."""
+    data = tiny_data(STEPS, world_size)
     sync.attach(model, opt)
     for step in range(STEPS):
         log.step = step

@@ -1,13 +1,16 @@
 """The process groups a job with parameter servers needs besides the default one, made at the
 same point on every rank (new_group is collective): the workers' own group (metrics,
 evaluation, checkpoints) and a background group for traffic that runs beside the step's own
-(OSP's in-computation synchronization, on a thread of its own)."""
+(OSP's in-computation synchronization, which is in flight while the next step's own traffic goes
+on the default group)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import torch.distributed as dist
+
+from gradsync.comm.collective import TorchCollective
 
 _background: dist.ProcessGroup | None = None
 
@@ -22,7 +25,8 @@ def make_groups(workers: int, timeout: timedelta) -> dist.ProcessGroup | None:
     return group
 
 
-def background() -> dist.ProcessGroup:
+def background() -> TorchCollective:
+    """Every rank over the background group (ranks as in the default group), point to point."""
     if _background is None:
         raise RuntimeError("no parameter servers in this job: make_groups() made no group")
-    return _background
+    return TorchCollective(group=_background)
