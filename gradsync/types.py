@@ -97,6 +97,28 @@ class Collective(Protocol):
 
     def broadcast(self, payload: Payload, *, src: int) -> Payload: ...
 
+    def world(self) -> Collective:
+        """Every rank of the job, parameter servers included, for point-to-point with them."""
+        ...
+
+    def send(self, payload: Payload, *, dst: int, tag: int = 0) -> None:
+        """Send the payload's tensors, in order, to rank ``dst`` of this group; counted as
+        this worker's bytes once each."""
+        ...
+
+    def start_send(self, payload: Payload, *, dst: int, tag: int = 0) -> Callable[[], None]:
+        """``send`` without waiting: the returned function waits until it is sent."""
+        ...
+
+    def recv(self, payload: Payload, *, src: int | None = None, tag: int = 0) -> int:
+        """Fill the payload's tensors, in order, from rank ``src`` (None: whichever rank sends
+        first); the sender's rank. The sender counts the bytes."""
+        ...
+
+    def start_recv(self, payload: Payload, *, src: int, tag: int = 0) -> Callable[[], Payload]:
+        """``recv`` from ``src`` without waiting: the returned function waits and gives it."""
+        ...
+
     def take_bytes(self) -> Any:
         """Bytes moved since the last call (``.payload``, ``.wire``, and ``.seconds`` spent in
         collectives); resets the count."""

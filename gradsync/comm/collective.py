@@ -4,7 +4,8 @@ Two counts are kept per step:
 * ``payload`` bytes: what this worker hands to collectives (a compressor's output). This is
   ``comm/bytes_sent``, the figure compression ratios are computed from.
 * ``wire`` bytes: what this worker transmits under the bandwidth-optimal ring algorithms
-  (all-reduce 2(n-1)/n·N, all-gather (n-1)·N, broadcast N from the root), ``comm/bytes_wire``.
+  (all-reduce 2(n-1)/n·N, all-gather (n-1)·N, broadcast N from the root, a point-to-point send
+  N), ``comm/bytes_wire``. A receive counts nothing: its sender counted the bytes.
 The time spent inside counted collectives is kept too, so a sync strategy can tell a
 compressor's own work from the talking it does while selecting (union top-k, CLT-k, DEFT).
 Collectives used only to aggregate metrics go through ``reduce_metrics`` and are not counted.
@@ -23,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from gradsync.comm.membership import member_group
+from gradsync.comm.membership import member_group, member_work, wait_all
 from gradsync.types import Payload
 
 
@@ -146,8 +147,7 @@ class TorchCollective:
             )
 
         def finish() -> Payload:
-            for work in works:
-                work.wait()
+            wait_all(works)
             return payload
 
         return finish
@@ -196,17 +196,54 @@ class TorchCollective:
                 dist.broadcast(tensor, src=src, group=self.group)
         return payload
 
-    def send(self, payload: Payload, *, dst: int) -> None:
-        with self._timed():
-            for tensor in payload:
-                self._add(_nbytes(tensor), _nbytes(tensor))
-                dist.send(tensor, dst=dst, group=self.group)
+    # ---- point to point (ranks of this group; a tag keeps conversations apart) ------------------
+    def world(self) -> TorchCollective:
+        """Every rank of the job (workers and parameter servers: the default group), for
+        point-to-point with servers; it counts its own bytes."""
+        return TorchCollective(clock=self.clock, timeout=self.timeout)
 
-    def recv(self, payload: Payload, *, src: int) -> Payload:
+    def send(self, payload: Payload, *, dst: int, tag: int = 0) -> None:
+        """Send every tensor of the payload to rank ``dst``, in order, waiting for each."""
         with self._timed():
             for tensor in payload:
-                dist.recv(tensor, src=src, group=self.group)
-        return payload
+                self._count_sent(tensor)
+                dist.send(tensor, group=self.group, group_dst=dst, tag=tag)
+
+    def start_send(self, payload: Payload, *, dst: int, tag: int = 0) -> Callable[[], None]:
+        """``send`` without waiting (the process group's own threads do the work); call the
+        returned function to wait until it is sent."""
+        works = []
+        for tensor in payload:
+            self._count_sent(tensor)
+            works.append(dist.isend(tensor, group=self.group, group_dst=dst, tag=tag))
+        return lambda: wait_all(works)
+
+    def recv(self, payload: Payload, *, src: int | None = None, tag: int = 0) -> int:
+        """Fill the payload's tensors, in order, from rank ``src`` (None: from whichever rank
+        sends first; the later tensors from that one); the sender's rank."""
+        with self._timed():
+            for tensor in payload:
+                work = member_work(dist.irecv(tensor, group=self.group, group_src=src, tag=tag))
+                work.wait()
+                if src is None:
+                    src = work._source_rank()
+        assert src is not None, "an empty payload has no sender"
+        return src
+
+    def start_recv(self, payload: Payload, *, src: int, tag: int = 0) -> Callable[[], Payload]:
+        """``recv`` from ``src`` without waiting; the returned function waits and gives the
+        filled payload. Receiving counts no bytes: the sender counts them."""
+        works = [dist.irecv(t, group=self.group, group_src=src, tag=tag) for t in payload]
+
+        def finish() -> Payload:
+            wait_all(works)
+            return payload
+
+        return finish
+
+    def _count_sent(self, tensor: Tensor) -> None:
+        """One copy of the tensor goes on the wire, to one peer."""
+        self._add(_nbytes(tensor), float(_nbytes(tensor)))
 
     # ---- uncounted: metrics only ------------------------------------------------------------
     def reduce_metrics(

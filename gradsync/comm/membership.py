@@ -19,9 +19,14 @@ def member_group(made: dist.ProcessGroup | int) -> dist.ProcessGroup:
     return made
 
 
+def member_work(work: dist.Work | None) -> dist.Work:
+    """The handle ``isend``/``irecv`` returned to a rank of the group."""
+    if work is None:
+        raise RuntimeError("this rank sent or received outside its process group")
+    return work
+
+
 def wait_all(works: Iterable[dist.Work | None]) -> None:
     """Wait for each of the point-to-point operations this rank started, in order."""
     for work in works:
-        if work is None:
-            raise RuntimeError("this rank sent or received outside its process group")
-        work.wait()
+        member_work(work).wait()

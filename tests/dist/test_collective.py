@@ -88,3 +88,53 @@ def test_randomk_averages_the_same_k_elements_of_every_worker(tmp_path):
         assert r["stats"].bytes_sent == k * 4
         assert r["stats"].error_norm == pytest.approx(float(r["residual"].norm()), rel=1e-6)
     assert torch.equal(results[0]["update"] != 0, results[1]["update"] != 0)
+
+
+def _point_to_point(rank: int, world_size: int) -> dict:
+    """Rank 0 sends to rank 1 (blocking) and rank 2 sends without waiting; rank 1 takes the
+    first from whichever sends first and the second from rank 2; then each side's counts."""
+    coll = TorchCollective()
+    out: dict = {}
+    if rank == 0:
+        coll.send((torch.ones(10), torch.arange(3)), dst=1, tag=7)
+    elif rank == 2:
+        coll.start_send((torch.full((5,), 2.0, dtype=torch.float64),), dst=1, tag=8)()
+    else:
+        first = (torch.empty(10), torch.empty(3, dtype=torch.int64))
+        out["sender"] = coll.recv(first, tag=7)
+        out["first"] = [t.tolist() for t in first]
+        second = coll.start_recv((torch.empty(5, dtype=torch.float64),), src=2, tag=8)()
+        out["second"] = second[0].tolist()
+    out["bytes"] = coll.take_bytes()
+    return out
+
+
+def test_send_and_recv_deliver_in_order_and_only_the_sender_counts(tmp_path):
+    results = run_world(_point_to_point, 3, tmp_path)
+    receiver = results[1]
+    assert receiver["sender"] == 0
+    assert receiver["first"] == [[1.0] * 10, [0, 1, 2]]
+    assert receiver["second"] == [2.0] * 5
+    assert (receiver["bytes"].payload, receiver["bytes"].wire) == (0, 0.0)
+    assert (results[0]["bytes"].payload, results[0]["bytes"].wire) == (10 * 4 + 3 * 8, 64.0)
+    assert (results[2]["bytes"].payload, results[2]["bytes"].wire) == (5 * 8, 40.0)
+
+
+def _world_of_a_workers_group(rank: int, world_size: int) -> dict:
+    """Workers 0 and 1 in a group of their own reach rank 2 (a server) through ``world()``."""
+    workers = torch.distributed.new_group(ranks=[0, 1])
+    if rank == 2:
+        pushed = torch.empty(4)
+        return {"sender": TorchCollective().recv((pushed,)), "pushed": pushed.tolist()}
+    coll = TorchCollective(group=workers)
+    world = coll.world()
+    if rank == 0:
+        world.send((torch.full((4,), 3.0),), dst=2)
+    return {"sizes": (coll.world_size, world.world_size), "bytes": world.take_bytes().payload}
+
+
+def test_world_reaches_the_ranks_outside_a_group(tmp_path):
+    results = run_world(_world_of_a_workers_group, 3, tmp_path)
+    assert results[0] == {"sizes": (2, 3), "bytes": 16}
+    assert results[1] == {"sizes": (2, 3), "bytes": 0}
+    assert results[2] == {"sender": 0, "pushed": [3.0] * 4}

@@ -134,7 +134,10 @@ class RecordingCollective(TorchCollective):
 
     def start_all_reduce(self, payload, *, op="sum"):
         token = self.log.begin(self.name, f"all_reduce/{op}", _shapes(payload))
-        finish = super().start_all_reduce(payload, op=op)
+        return self._ending(token, super().start_all_reduce(payload, op=op))
+
+    def _ending(self, token: int, finish):
+        """``finish``, which also ends the recorded call when it returns."""
 
         def finished():
             try:
@@ -173,7 +176,7 @@ def _train(rank: int, world_size: int, scheduler: str, compressor, costs: str) -
 
 def _recorded_training(world_size: int, cls, options: dict, compressor, steps: int) -> list[Call]:
     log = CallLog()
-    model, data = tiny_model(), tiny_data(steps, world_size)
+    model = tiny_model()
     opt = sgd(model)
     feedback = ResidualFeedback() if compressor.error_feedback else NoneFeedback()
     collective = RecordingCollective(log=log)
@@ -184,8 +187,15 @@ def _recorded_training(world_size: int, cls, options: dict, compressor, steps: i
         collective=collective,
         clock=time.perf_counter,
     )
+    return run_steps(sync, model, opt, log, collective.rank, world_size, steps)
+
+
+def run_steps(
+    sync, model, opt, log: CallLog, rank: int, world_size: int, steps: int = STEPS
+) -> list[Call]:
+    """Attach ``sync`` and train ``steps`` steps, each call marked with its step; the calls."""
+    data = tiny_data(steps, world_size)
     sync.attach(model, opt)
-    rank = collective.rank
     for step in range(steps):
         log.step = step
         sync.begin(step=step)

@@ -22,7 +22,7 @@ def _groups(rank: int, world_size: int) -> dict[str, object]:
     if workers is not None:
         dist.all_reduce(total, group=workers)
     everyone = torch.ones(1)
-    dist.all_reduce(everyone, group=background())
+    dist.all_reduce(everyone, group=background().group)
     made = None if workers is None else "group"
     return {"workers": made, "sum": total.item(), "everyone": everyone.item()}
 

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import torch
 
 from gradsync.schedulers.engine.comm_thread import CommThread
+from gradsync.schedulers.engine.components import SyncComponents
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.types import Collective, Payload
 
@@ -57,6 +58,29 @@ class QueuedCollective:
     def broadcast(self, payload: Payload, *, src: int) -> Payload:
         return self._call(lambda: self.inner.broadcast(payload, src=src), payload)
 
+    def send(self, payload: Payload, *, dst: int, tag: int = 0) -> None:
+        self._call(lambda: self.inner.send(payload, dst=dst, tag=tag), payload)
+
+    def start_send(self, payload: Payload, *, dst: int, tag: int = 0) -> Callable[[], None]:
+        return self._comm.submit(
+            lambda: self.inner.send(payload, dst=dst, tag=tag), inputs=payload
+        ).wait
+
+    def recv(self, payload: Payload, *, src: int | None = None, tag: int = 0) -> int:
+        return self._call(lambda: self.inner.recv(payload, src=src, tag=tag), payload)
+
+    def start_recv(self, payload: Payload, *, src: int, tag: int = 0) -> Callable[[], Payload]:
+        def receive() -> Payload:
+            self.inner.recv(payload, src=src, tag=tag)
+            return payload
+
+        return self._comm.submit(receive, inputs=payload).wait
+
+    def world(self) -> Collective:
+        """The whole job's collective itself, not queued: its traffic is the scheduler's own,
+        which the scheduler submits to its communication thread."""
+        return self.inner.world()
+
     def barrier(self) -> None:
         self._call(self.inner.barrier)
 
@@ -73,3 +97,11 @@ class QueuedCollective:
 
     def busy_seconds(self) -> float:
         return self.inner.busy_seconds()
+
+
+def start_comm(components: SyncComponents, device: torch.device) -> tuple[CommThread, StepTimer]:
+    """A scheduler's communication thread and step timer on ``device``, with its compressor
+    bound to them, for schedulers that take the engine's parts but not its exchange step."""
+    comm, timer = CommThread(device), StepTimer(device)
+    components.compressor.bind(QueuedCollective(components.collective, comm, timer))
+    return comm, timer

@@ -1,7 +1,8 @@
 """The process groups a job with parameter servers needs besides the default one, made at the
 same point on every rank (new_group is collective): the workers' own group (metrics,
 evaluation, checkpoints) and a background group for traffic that runs beside the step's own
-(OSP's in-computation synchronization, on a thread of its own)."""
+(OSP's in-computation synchronization, which is in flight while the next step's own traffic goes
+on the default group)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
+from gradsync.comm.collective import TorchCollective
 from gradsync.comm.membership import member_group
 
 _background: dist.ProcessGroup | None = None
@@ -25,7 +27,8 @@ def make_groups(workers: int, timeout: timedelta) -> dist.ProcessGroup | None:
     return group if isinstance(group, dist.ProcessGroup) else None  # a server is not in it
 
 
-def background() -> dist.ProcessGroup:
+def background() -> TorchCollective:
+    """Every rank over the background group (ranks as in the default group), point to point."""
     if _background is None:
         raise RuntimeError("no parameter servers in this job: make_groups() made no group")
-    return _background
+    return TorchCollective(group=_background)

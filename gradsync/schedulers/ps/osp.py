@@ -10,44 +10,53 @@ Step i on a worker, with the Gradient Importance Bitmap (GIB) the server sent at
    has become important was just overwritten by its global value, which includes that change.
 3. LGP (eq. 6): the unimportant layers move at once by the local gradient, −η·g (plain SGD: the
    paper does not say how momentum would apply to a change that is later swapped out).
-4. ICS: a background thread pushes the unimportant layers' gradients to the server and waits
-   for their global change, while the next step computes.
+4. ICS: the unimportant layers' gradients go to the server on the background group, and their
+   global change comes back, while the next step computes.
 
 So after every correction the corrected layers equal the server's global parameters, and with
 no unimportant layers (budget 0) this is ``ps_bsp``. ``flush()`` (before evaluation and
 checkpoints) waits for the last ICS and applies it.
+
+Every send and receive is issued by the scheduler's one communication thread, RS and then ICS
+each step. Order per communicator: the default group carries only RS (one push and one reply a
+step, in step order), the background group only ICS (one a step, started only after the
+previous one was waited for), and the server takes them in the same order: RS of step i, ICS
+of step i, RS of step i+1. ICS stays on its own group so that its push and reply, in flight
+across the next step's RS, never meet RS's messages under the same tags.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import Tensor, nn
 from torch.optim import Optimizer
+from typing_extensions import Unpack
 
-from gradsync.comm.membership import wait_all
 from gradsync.compressors.none import NoneCompressor
+from gradsync.schedulers.engine.comm_thread import CommThread
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
+from gradsync.schedulers.engine.engine import EngineParts
+from gradsync.schedulers.engine.queued_collective import start_comm
+from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.ps.groups import background
 from gradsync.schedulers.ps.layout import PULL, PUSH
-from gradsync.types import SyncStats
+from gradsync.types import Collective, SyncStats
 
 
 @dataclass
 class _Ics:
-    """One step's in-computation synchronization, in flight on a background thread."""
+    """One step's in-computation synchronization, in flight on the background group."""
 
     layers: list[int]
     local: list[Tensor]
     """The local change each layer got at once (LGP), to be swapped for the global one."""
-    thread: threading.Thread
-    result: Tensor | None = None
-    error: BaseException | None = None
+    finish: Callable[[], Tensor]
+    """Waits for the push and gives the layers' global change."""
 
 
 class OspSync(SyncComponents):
@@ -62,10 +71,10 @@ class OspSync(SyncComponents):
         budget: float | None = None,
         parameter_server: bool = True,
         server: str | None = None,
-        **components: Any,
+        **parts: Unpack[EngineParts],
     ) -> None:
         # The split's settings are the server's (osp_server.py); a worker takes its GIB.
-        super().__init__(**components)
+        super().__init__(**parts)
         if not isinstance(self.compressor, NoneCompressor):
             raise ValueError("scheduler=osp pushes dense gradients: use compressor=none")
         self._params: list[nn.Parameter] = []
@@ -73,13 +82,20 @@ class OspSync(SyncComponents):
         self._gib: list[bool] = []
         self._pending: _Ics | None = None
         self._began = 0.0
+        self._comm: CommThread | None = None
+        self._timer = StepTimer(torch.device("cpu"))
+        self._routine: Collective = self.collective
+        """After ``attach``: every rank over the default group (RS)."""
+        self._ics: Collective = self.collective
+        """After ``attach``: every rank over the background group (ICS)."""
 
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
         self._params = [p for p in model.parameters() if p.requires_grad]
         self._optimizer = optimizer
         self._gib = [True] * len(self._params)
+        self._comm, self._timer = start_comm(self, self._params[0].device)
+        self._routine, self._ics = self.collective.world(), background()
         self._server = self.collective.world_size  # the one server: rank trainer.workers
-        self._ics_group = background()
 
     def begin(self, *, step: int, epoch: int = 0) -> None:
         self._began = self.clock()
@@ -88,27 +104,22 @@ class OspSync(SyncComponents):
         return [i for i, important in enumerate(self._gib) if important == keep]
 
     def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
-        assert self._optimizer is not None, "attach() before step()"
-        start = self.clock()
+        assert self._optimizer is not None and self._comm is not None, "attach() before step()"
+        start = self._timer.mark()
+        compute = self.clock() - self._began  # feeds the server's U_max: the synchronizing clock
         grads = [
             p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
             for p in self._params
         ]
         important, unimportant = self._layers(True), self._layers(False)
         dtype = self._params[0].dtype
-        stamp = torch.tensor(
-            [float(loss) if loss is not None else 0.0, start - self._began], dtype=dtype
-        )
+        stamp = torch.tensor([float(loss) if loss is not None else 0.0, compute], dtype=dtype)
         push = torch.cat([*(grads[i].reshape(-1) for i in important), stamp])
         reply = torch.empty(
             sum(self._params[i].numel() for i in important) + len(self._params) + 2, dtype=dtype
         )
-        works = [
-            dist.isend(push, dst=self._server, tag=PUSH),
-            dist.irecv(reply, src=self._server, tag=PULL),
-        ]
-        wait_all(works)
-        synced = self.clock()
+        self._comm.submit(partial(self._routine_stage, push, reply), inputs=(push, reply)).wait()
+        synced = self._timer.mark()
         values = reply[: reply.numel() - len(self._params) - 2]
         bitmap = reply[values.numel() : values.numel() + len(self._params)]
         following = [b != 0 for b in bitmap.tolist()]
@@ -117,7 +128,8 @@ class OspSync(SyncComponents):
                 important, values.split([self._params[i].numel() for i in important]), strict=True
             ):
                 self._params[layer].copy_(value.view_as(self._params[layer]))
-        waited = self._correct(still_unimportant=set(unimportant))
+        with self._timer.span("ics_wait"):
+            self._correct(still_unimportant=set(unimportant))
         lr = float(self._optimizer.param_groups[0]["lr"])
         local = []
         with torch.no_grad():
@@ -125,16 +137,17 @@ class OspSync(SyncComponents):
                 change = -lr * grads[layer]
                 self._params[layer].add_(change)
                 local.append(change)
-        ics_bytes = 0
         if unimportant:
             payload = torch.cat([grads[i].reshape(-1) for i in unimportant])
-            ics_bytes = payload.numel() * payload.element_size()
-            self._start_ics(unimportant, local, payload)
+            finish = self._comm.submit(partial(self._start_ics, payload), inputs=payload).wait()
+            self._pending = _Ics(unimportant, local, finish)
         self._gib = following
         mark_stepped(self._optimizer)  # the server stepped its own
         model_bytes = sum(p.numel() * p.element_size() for p in self._params)
-        rs_bytes = push.numel() * push.element_size()
-        done = self.clock()
+        self._timer.add("rs", start, synced)
+        self._timer.add("after_rs", synced, self._timer.mark())
+        seconds = self._timer.read()
+        rs_bytes, ics_bytes = self._routine.take_bytes().payload, self._ics.take_bytes().payload
         return SyncStats(
             bytes_sent=rs_bytes + ics_bytes,
             bytes_wire=float(rs_bytes + ics_bytes),
@@ -143,8 +156,8 @@ class OspSync(SyncComponents):
             density_actual=1.0,
             error_norm=0.0,
             time_compress=0.0,
-            time_comm=synced - start + waited,
-            time_update=done - synced - waited,
+            time_comm=seconds["rs"] + seconds["ics_wait"],
+            time_update=seconds["after_rs"] - seconds["ics_wait"],
             extra={
                 "sched/rs_bytes": float(rs_bytes),
                 "sched/ics_bytes": float(ics_bytes),
@@ -152,50 +165,47 @@ class OspSync(SyncComponents):
                     self._params[i].numel() * self._params[i].element_size() for i in unimportant
                 )
                 / model_bytes,
-                "time/rs": synced - start,
-                "time/ics_wait": waited,
+                "time/rs": seconds["rs"],
+                "time/ics_wait": seconds["ics_wait"],
             },
         )
 
-    def _start_ics(self, layers: list[int], local: list[Tensor], payload: Tensor) -> None:
-        ics = _Ics(layers, local, threading.Thread(target=lambda: None))
+    def _routine_stage(self, push: Tensor, reply: Tensor) -> None:
+        """On the communication thread: RS's push, then the server's reply into ``reply`` (it
+        replies once it has every worker's push)."""
+        self._routine.send((push,), dst=self._server, tag=PUSH)
+        self._routine.recv((reply,), src=self._server, tag=PULL)
 
-        def run() -> None:
-            try:
-                result = torch.empty_like(payload)
-                works = [
-                    dist.isend(payload, dst=self._server, tag=PUSH, group=self._ics_group),
-                    dist.irecv(result, src=self._server, tag=PULL, group=self._ics_group),
-                ]
-                wait_all(works)
-                ics.result = result
-            except BaseException as exc:  # raised again on the training thread
-                ics.error = exc
+    def _start_ics(self, payload: Tensor) -> Callable[[], Tensor]:
+        """On the communication thread: start ICS's push and its reply without waiting; the
+        function that waits for both and gives the global change."""
+        result = torch.empty_like(payload)
+        sent = self._ics.start_send((payload,), dst=self._server, tag=PUSH)
+        received = self._ics.start_recv((result,), src=self._server, tag=PULL)
 
-        ics.thread = threading.Thread(target=run, name="gradsync-osp-ics", daemon=True)
-        ics.thread.start()
-        self._pending = ics
+        def finish() -> Tensor:
+            sent()
+            return received()[0]
 
-    def _correct(self, still_unimportant: set[int] | None) -> float:
+        return finish
+
+    def _correct(self, still_unimportant: set[int] | None) -> None:
         """Wait for the ICS in flight and swap its global change in for the local one (in the
-        layers of ``still_unimportant``; all of its layers when None). Seconds waited."""
+        layers of ``still_unimportant``; all of its layers when None)."""
         ics, self._pending = self._pending, None
         if ics is None:
-            return 0.0
-        start = self.clock()
-        ics.thread.join()
-        waited = self.clock() - start
-        if ics.error is not None:
+            return
+        try:
+            result = ics.finish()
+        except Exception as exc:
             raise RuntimeError(
-                f"scheduler=osp: the background synchronization failed: {ics.error}"
-            ) from ics.error
-        assert ics.result is not None
-        changes = ics.result.split([self._params[i].numel() for i in ics.layers])
+                f"scheduler=osp: the background synchronization failed: {exc}"
+            ) from exc
+        changes = result.split([self._params[i].numel() for i in ics.layers])
         with torch.no_grad():
             for layer, local, change in zip(ics.layers, ics.local, changes, strict=True):
                 if still_unimportant is None or layer in still_unimportant:
                     self._params[layer].add_(change.view_as(local) - local)
-        return waited
 
     def flush(self) -> None:
         self._correct(still_unimportant=None)

@@ -23,7 +23,6 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
-import torch.distributed as dist
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
@@ -34,10 +33,11 @@ from gradsync.algorithms.osp_split import (
     split_unimportant,
     umax_bytes,
 )
-from gradsync.comm.membership import wait_all
+from gradsync.comm.collective import TorchCollective
 from gradsync.schedulers.ps.groups import background
 from gradsync.schedulers.ps.layout import PULL, PUSH
 from gradsync.train.build import build_optimizer, lr_factor
+from gradsync.types import Collective
 
 DEFAULT_LINK_MBIT = 1000.0  # when neither the config nor a measurement says
 
@@ -124,7 +124,7 @@ def serve_osp(
     base_lr = float(cfg.trainer.lr)
     latest = [torch.zeros_like(p) for p in params]  # each layer's latest global gradient
     budget = _Budget(cfg, sum(nbytes), workers, link_mbit)
-    ics = background()
+    routine, ics = TorchCollective(), background()  # RS on the default group, ICS beside it
 
     def apply(layers: list[int], mean: Tensor, step: int) -> None:
         for p in params:
@@ -135,11 +135,11 @@ def serve_osp(
             group["lr"] = base_lr * factor(step)
         optimizer.step()
 
-    def gather(layers: list[int], extra: int, group: dist.ProcessGroup | None) -> list[Tensor]:
+    def gather(layers: list[int], extra: int, link: Collective) -> list[Tensor]:
         count = sum(sizes[i] for i in layers) + extra
         received = [torch.empty(count, dtype=params[0].dtype) for _ in range(workers)]
-        wait_all([dist.irecv(r, src=w, tag=PUSH, group=group) for w, r in enumerate(received)])
-        return received
+        waits = [link.start_recv((r,), src=w, tag=PUSH) for w, r in enumerate(received)]
+        return [wait()[0] for wait in waits]
 
     def mean_of(received: list[Tensor], extra: int) -> Tensor:
         total = received[0][: len(received[0]) - extra].clone()
@@ -147,14 +147,15 @@ def serve_osp(
             total += r[: len(r) - extra]
         return total / workers
 
-    def send_all(message: Tensor, group: dist.ProcessGroup | None) -> None:
-        wait_all([dist.isend(message, dst=w, tag=PULL, group=group) for w in range(workers)])
+    def send_all(message: Tensor, link: Collective) -> None:
+        for wait in [link.start_send((message,), dst=w, tag=PULL) for w in range(workers)]:
+            wait()
 
     gib = [True] * len(params)
     epoch_budget = budget.for_epoch(0)
     for step in range(total_steps):
         important = [i for i, keep in enumerate(gib) if keep]
-        received = gather(important, 2, None)
+        received = gather(important, 2, routine)
         for r in received:
             budget.observe(float(r[-2]), float(r[-1]))
         apply(important, mean_of(received, 2), step)
@@ -163,7 +164,7 @@ def serve_osp(
         following = split_unimportant(layer_importance(latest, params), nbytes, epoch_budget)
         bitmap = torch.tensor([float(k) for k in following], dtype=params[0].dtype)
         clocks = torch.tensor([step + 1, step + 1], dtype=params[0].dtype)
-        send_all(torch.cat([flat(params, important), bitmap, clocks]), None)
+        send_all(torch.cat([flat(params, important), bitmap, clocks]), routine)
         unimportant = [i for i, keep in enumerate(gib) if not keep]
         if unimportant:
             before = flat(params, unimportant)

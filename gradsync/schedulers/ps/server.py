@@ -20,16 +20,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import torch.distributed as dist
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
-from gradsync.comm.membership import wait_all
+from gradsync.comm.collective import TorchCollective
 from gradsync.comm.solo import SoloCollective
 from gradsync.config.instantiate import build, resolve
 from gradsync.schedulers.ps.layout import PULL, Shards
 from gradsync.schedulers.ps.messages import recv_payload
 from gradsync.train.build import build_optimizer, lr_factor
+from gradsync.types import Collective
 
 Apply = Callable[[Tensor, int], None]
 """Apply a gradient to the shard with the learning rate of a given step."""
@@ -97,16 +97,18 @@ def serve_shards(
 
     compressor = build(cfg.compressor, path="compressor")
     compressor.bind(SoloCollective())  # it only decompresses here, with each worker's context
+    link = TorchCollective()  # every rank: this server and the workers, point to point
 
     def receive(src: int | None) -> tuple[int, Tensor]:
-        sender, payload, ctx = recv_payload(src)
+        sender, payload, ctx = recv_payload(link, src)
         return sender, compressor.decompress(payload, ctx).reshape(-1).to(shard.values.dtype)
 
     workers = shards.workers
     if cfg.scheduler.protocol == "bsp":
-        _bsp(shard.values, apply, receive, workers, total_steps, after_step)
+        _bsp(link, shard.values, apply, receive, workers, total_steps, after_step)
     else:
-        _stale(shard.values, apply, receive, workers, total_steps, cfg.scheduler.get("staleness"))
+        staleness = cfg.scheduler.get("staleness")
+        _stale(link, shard.values, apply, receive, workers, total_steps, staleness)
 
 
 def _reply(values: Tensor, clocks: list[int]) -> Tensor:
@@ -115,6 +117,7 @@ def _reply(values: Tensor, clocks: list[int]) -> Tensor:
 
 
 def _bsp(
+    link: Collective,
     values: Tensor,
     apply: Apply,
     receive: Receive,
@@ -129,12 +132,14 @@ def _bsp(
             total += gradient
         apply(total / workers, step)
         reply = _reply(values, [step + 1] * workers)
-        wait_all([dist.isend(reply, dst=w, tag=PULL) for w in range(workers)])
+        for wait in [link.start_send((reply,), dst=w, tag=PULL) for w in range(workers)]:
+            wait()
         if after_step is not None:
             after_step(values.detach())
 
 
 def _stale(
+    link: Collective,
     values: Tensor,
     apply: Apply,
     receive: Receive,
@@ -155,7 +160,8 @@ def _stale(
         slowest = min(clocks)
         for w in sorted(waiting):
             if staleness is None or clocks[w] - slowest <= staleness:
-                sends.append(dist.isend(_reply(values, clocks), dst=w, tag=PULL))
+                sends.append(link.start_send((_reply(values, clocks),), dst=w, tag=PULL))
                 waiting.discard(w)
     assert not waiting, "every worker got its last parameters"
-    wait_all(sends)
+    for wait in sends:
+        wait()

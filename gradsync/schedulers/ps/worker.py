@@ -8,19 +8,23 @@ without a staleness bound) is in ``server.py`` beside this; this side is the sam
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import Tensor, nn
 from torch.optim import Optimizer
+from typing_extensions import Unpack
 
-from gradsync.comm.membership import wait_all
 from gradsync.schedulers.engine.buckets import Buckets
+from gradsync.schedulers.engine.comm_thread import CommThread
 from gradsync.schedulers.engine.components import SyncComponents, flat_gradient, mark_stepped
+from gradsync.schedulers.engine.engine import EngineParts
+from gradsync.schedulers.engine.queued_collective import AGREE, start_comm
+from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.ps.layout import CLOCKS, PULL, Shards
 from gradsync.schedulers.ps.messages import send_payload
-from gradsync.types import Compressor, Payload, SyncStats
+from gradsync.types import Collective, Compressor, Payload, SyncStats
 
 
 class PsSync(SyncComponents):
@@ -31,20 +35,27 @@ class PsSync(SyncComponents):
         staleness: int | None = None,
         parameter_server: bool = True,
         server: str | None = None,
-        **components: Any,
+        **parts: Unpack[EngineParts],
     ) -> None:
-        super().__init__(**components)
+        super().__init__(**parts)
         self.protocol, self.staleness = protocol, staleness
         self.workers_in_lockstep = protocol == "bsp"
         self._params: list[nn.Parameter] = []
         self._shards: Shards | None = None
         self._optimizer: Optimizer | None = None
+        self._comm: CommThread | None = None
+        self._timer = StepTimer(torch.device("cpu"))
+        self._servers: Collective = self.collective
+        """After ``attach``: every rank of the job, for the pushes and pulls."""
 
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
         self._params = [p for p in model.parameters() if p.requires_grad]
         self._optimizer = optimizer
+        self._comm, self._timer = start_comm(self, self._params[0].device)
+        self._servers = self.collective.world()
         sizes = [p.numel() for p in self._params]
-        self._shards = Shards.of_world(sum(sizes), self.collective.world_size)
+        workers = self.collective.world_size
+        self._shards = Shards.even(sum(sizes), self._servers.world_size - workers, workers)
         # Each shard's pieces of tensors (model order), as compressors take a group's layout.
         self._pieces: list[list[int]] = [[] for _ in range(self._shards.servers)]
         self._after = [0] * self._shards.servers
@@ -57,15 +68,11 @@ class PsSync(SyncComponents):
         return None  # everything happens after backward
 
     def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
-        shards = self._shards
-        assert shards is not None and self._optimizer is not None, "attach() before step()"
+        shards, comm = self._shards, self._comm
+        assert shards is not None and comm is not None, "attach() before step()"
+        assert self._optimizer is not None
         flat = flat_gradient(self._params)
-        start = self.clock()
-        pulled = [
-            torch.empty(flat[shards.slice(s)].numel() + CLOCKS, dtype=flat.dtype)
-            for s in range(shards.servers)
-        ]
-        pulls = [dist.irecv(pulled[s], src=shards.rank(s), tag=PULL) for s in range(shards.servers)]
+        start = self._timer.mark()
         payloads = [
             self.compress_with_feedback(
                 flat[shards.slice(s)],
@@ -77,14 +84,10 @@ class PsSync(SyncComponents):
             )
             for s in range(shards.servers)
         ]
-        compressed = self.clock()
-        agreeing = self.collective.busy_seconds()  # selection that talks among the workers
-        pushed = sum(
-            send_payload(payload, ctx, dst=shards.rank(s))
-            for s, (payload, ctx) in enumerate(payloads)
-        )
-        wait_all(pulls)
-        communicated = self.clock()
+        compressed = self._timer.mark()
+        exchange = comm.submit(partial(self._push_pull, payloads, flat.dtype), inputs=payloads)
+        pulled = exchange.wait()
+        communicated = self._timer.mark()
         new = torch.cat([p[:-CLOCKS] for p in pulled])
         offset = 0
         with torch.no_grad():
@@ -93,22 +96,44 @@ class PsSync(SyncComponents):
                 offset += param.numel()
         mark_stepped(self._optimizer)  # the servers stepped theirs
         slowest, fastest = (float(c) for c in pulled[0][-CLOCKS:])
+        self._timer.add("compress", start, compressed)
+        self._timer.add("comm", compressed, communicated)
+        self._timer.add("update", communicated, self._timer.mark())
+        seconds = self._timer.read()
+        pushed = self._servers.take_bytes()
         agreed = self.collective.take_bytes()  # what selection that talks sent
         return SyncStats(
-            bytes_sent=pushed + agreed.payload,
-            bytes_wire=pushed + agreed.wire,
+            bytes_sent=pushed.payload + agreed.payload,
+            bytes_wire=pushed.wire + agreed.wire,
             bytes_dense=flat.numel() * flat.element_size(),
             density_setup=self.compressor.density,
             density_actual=_density(self.compressor, payloads, flat.numel()),
             error_norm=self.feedback.norm(),
-            time_compress=compressed - start - agreeing,
-            time_comm=communicated - compressed + agreeing,
-            time_update=self.clock() - communicated,
+            # A compressor waiting for the workers to agree (AGREE) is communicating.
+            time_compress=seconds["compress"] - seconds[AGREE],
+            time_comm=seconds["comm"] + seconds[AGREE],
+            time_update=seconds["update"],
             extra={
                 "sched/staleness": step + 1 - slowest,  # steps this worker is ahead
                 "sched/staleness_max": fastest - slowest,  # the spread over all workers
             },
         )
+
+    def _push_pull(self, payloads: list[tuple[Payload, Any]], dtype: torch.dtype) -> list[Tensor]:
+        """On the communication thread: every shard pushed to its server, then the parameters
+        each sends back (with the slowest and fastest worker's clock), in server order, one
+        operation at a time (a server replies only once it has the pushes it waits for)."""
+        shards = self._shards
+        assert shards is not None
+        for s, (payload, ctx) in enumerate(payloads):
+            send_payload(self._servers, payload, ctx, dst=shards.rank(s))
+        pulled = []
+        for s in range(shards.servers):
+            size = shards.bounds[s + 1] - shards.bounds[s] + CLOCKS
+            reply = torch.empty(size, dtype=dtype)
+            self._servers.recv((reply,), src=shards.rank(s), tag=PULL)
+            pulled.append(reply)
+        return pulled
 
     def state_dict(self) -> dict[str, Any]:
         return {"feedback": self.feedback.state_dict()}
