@@ -20,7 +20,7 @@ order, so the global model is exactly what BSP would hold where all layers are i
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 from omegaconf import DictConfig
@@ -36,6 +36,7 @@ from gradsync.algorithms.osp_split import (
 from gradsync.comm.collective import TorchCollective
 from gradsync.schedulers.ps.groups import background
 from gradsync.schedulers.ps.layout import PULL, PUSH
+from gradsync.schedulers.ps.server import Serving
 from gradsync.train.build import build_optimizer, lr_factor
 from gradsync.types import Collective
 
@@ -102,19 +103,11 @@ class _Budget:
         return self.schedule.budget_for_epoch(epoch, loss)
 
 
-def serve_osp(
-    cfg: DictConfig,
-    model: nn.Module,
-    *,
-    server: int,
-    steps_per_epoch: int,
-    total_steps: int,
-    after_step: Callable[[Tensor], None] | None = None,
-    link_mbit: float | None = None,
-) -> None:
-    """Serve ``total_steps`` iterations as the one server (``server`` 0); ``after_step`` sees
-    the flat global model once each iteration is complete (RS and ICS); ``link_mbit``: the
-    link's measured rate."""
+def serve_osp(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
+    """Serve ``job.total_steps`` iterations as the one server; ``job.after_step`` sees the flat
+    global model once each iteration is complete (RS and ICS); ``job.link_mbit``: the link's
+    measured rate."""
+    steps_per_epoch, total_steps, after_step = job.steps_per_epoch, job.total_steps, job.after_step
     workers = int(cfg.trainer.workers)
     params = [p for p in model.parameters() if p.requires_grad]
     sizes = [p.numel() for p in params]
@@ -123,7 +116,7 @@ def serve_osp(
     factor = lr_factor(cfg, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
     base_lr = float(cfg.trainer.lr)
     latest = [torch.zeros_like(p) for p in params]  # each layer's latest global gradient
-    budget = _Budget(cfg, sum(nbytes), workers, link_mbit)
+    budget = _Budget(cfg, sum(nbytes), workers, job.link_mbit)
     routine, ics = TorchCollective(), background()  # RS on the default group, ICS beside it
 
     def apply(layers: list[int], mean: Tensor, step: int) -> None:

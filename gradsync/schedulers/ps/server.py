@@ -18,6 +18,7 @@ Every pull carries the slowest and fastest worker's clock, so workers can log th
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from omegaconf import DictConfig
@@ -58,35 +59,30 @@ def serve(
     sees this server's flat global parameters after every synchronous iteration (for tests);
     ``link_mbit``: the link's measured rate."""
     loop = resolve(str(cfg.scheduler.server), path="scheduler.server")
-    loop(
-        cfg,
-        model,
-        server=server,
-        steps_per_epoch=steps_per_epoch,
-        total_steps=total_steps,
-        after_step=after_step,
-        link_mbit=link_mbit,
-    )
+    loop(cfg, model, Serving(server, steps_per_epoch, total_steps, after_step, link_mbit))
 
 
-def serve_shards(
-    cfg: DictConfig,
-    model: nn.Module,
-    *,
-    server: int,
-    steps_per_epoch: int,
-    total_steps: int,
-    after_step: Observer | None = None,
-    link_mbit: float | None = None,
-) -> None:
+@dataclass(frozen=True)
+class Serving:
+    """What a server's loop is told besides the config and the model (see ``serve``)."""
+
+    server: int
+    steps_per_epoch: int
+    total_steps: int
+    after_step: Observer | None = None
+    link_mbit: float | None = None
+
+
+def serve_shards(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
     """ps_bsp, asp and ssp: this server's shard, averaged per step (bsp) or applied as each
     gradient arrives (stale)."""
+    server, total_steps, after_step = job.server, job.total_steps, job.after_step
     params = [p for p in model.parameters() if p.requires_grad]
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     shards = Shards.of_world(flat.numel(), int(cfg.trainer.workers))
     shard = _Shard(flat[shards.slice(server)].clone())
     optimizer = build_optimizer(cfg, shard)
-    factor = lr_factor(cfg, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
+    factor = lr_factor(cfg, steps_per_epoch=job.steps_per_epoch, total_steps=total_steps)
     base_lr = float(cfg.trainer.lr)
 
     def apply(gradient: Tensor, step: int) -> None:
@@ -103,12 +99,11 @@ def serve_shards(
         sender, payload, ctx = recv_payload(link, src)
         return sender, compressor.decompress(payload, ctx).reshape(-1).to(shard.values.dtype)
 
-    workers = shards.workers
+    loop = _ShardLoop(link, shard.values, apply, receive, shards.workers, total_steps)
     if cfg.scheduler.protocol == "bsp":
-        _bsp(link, shard.values, apply, receive, workers, total_steps, after_step)
+        loop.bulk_synchronous(after_step)
     else:
-        staleness = cfg.scheduler.get("staleness")
-        _stale(link, shard.values, apply, receive, workers, total_steps, staleness)
+        loop.stale(cfg.scheduler.get("staleness"))
 
 
 def _reply(values: Tensor, clocks: list[int]) -> Tensor:
@@ -116,52 +111,51 @@ def _reply(values: Tensor, clocks: list[int]) -> Tensor:
     return torch.cat([values.detach().reshape(-1), stamp])
 
 
-def _bsp(
-    link: Collective,
-    values: Tensor,
-    apply: Apply,
-    receive: Receive,
-    workers: int,
-    total_steps: int,
-    after_step: Observer | None,
-) -> None:
-    for step in range(total_steps):
-        gradients = [receive(w)[1] for w in range(workers)]
-        total = gradients[0].clone()
-        for gradient in gradients[1:]:  # in rank order: the same sum on every run
-            total += gradient
-        apply(total / workers, step)
-        reply = _reply(values, [step + 1] * workers)
-        for wait in [link.start_send((reply,), dst=w, tag=PULL) for w in range(workers)]:
+@dataclass(frozen=True)
+class _ShardLoop:
+    """One server's shard and its links to the workers, for ``total_steps`` steps."""
+
+    link: Collective
+    values: Tensor
+    apply: Apply
+    receive: Receive
+    workers: int
+    total_steps: int
+
+    def bulk_synchronous(self, after_step: Observer | None) -> None:
+        workers = self.workers
+        for step in range(self.total_steps):
+            gradients = [self.receive(w)[1] for w in range(workers)]
+            total = gradients[0].clone()
+            for gradient in gradients[1:]:  # in rank order: the same sum on every run
+                total += gradient
+            self.apply(total / workers, step)
+            reply = _reply(self.values, [step + 1] * workers)
+            sends = [self.link.start_send((reply,), dst=w, tag=PULL) for w in range(workers)]
+            for wait in sends:
+                wait()
+            if after_step is not None:
+                after_step(self.values.detach())
+
+    def stale(self, staleness: int | None) -> None:
+        workers, link, values, apply, receive = (
+            self.workers, self.link, self.values, self.apply, self.receive
+        )  # fmt: skip
+        clocks = [0] * workers
+        waiting: set[int] = set()
+        sends = []
+        for _ in range(workers * self.total_steps):
+            worker, gradient = receive(None)  # from whichever worker pushes first
+            # η/N for each push: N pushes move as far as one BSP step with the same trainer.lr
+            # (the other schedulers' lr is the global batch's; η·g_w per push would be N× it).
+            apply(gradient / workers, clocks[worker])
+            clocks[worker] += 1
+            waiting.add(worker)
+            slowest = min(clocks)
+            for w in sorted(waiting):
+                if staleness is None or clocks[w] - slowest <= staleness:
+                    sends.append(link.start_send((_reply(values, clocks),), dst=w, tag=PULL))
+                    waiting.discard(w)
+        assert not waiting, "every worker got its last parameters"
+        for wait in sends:
             wait()
-        if after_step is not None:
-            after_step(values.detach())
-
-
-def _stale(
-    link: Collective,
-    values: Tensor,
-    apply: Apply,
-    receive: Receive,
-    workers: int,
-    total_steps: int,
-    staleness: int | None,
-) -> None:
-    clocks = [0] * workers
-    waiting: set[int] = set()
-    sends = []
-    for _ in range(workers * total_steps):
-        worker, gradient = receive(None)  # from whichever worker pushes first
-        # η/N for each push: N pushes move as far as one BSP step with the same trainer.lr
-        # (the other schedulers' lr is the global batch's; η·g_w per push would be N× it).
-        apply(gradient / workers, clocks[worker])
-        clocks[worker] += 1
-        waiting.add(worker)
-        slowest = min(clocks)
-        for w in sorted(waiting):
-            if staleness is None or clocks[w] - slowest <= staleness:
-                sends.append(link.start_send((_reply(values, clocks),), dst=w, tag=PULL))
-                waiting.discard(w)
-    assert not waiting, "every worker got its last parameters"
-    for wait in sends:
-        wait()
