@@ -4,7 +4,9 @@ while a step's communication is under way (the communication thread issues them 
 
 One world runs every pipelined scheduler with every compressor that talks while it compresses
 (TernGrad's scalers, union top-k's indices, CLT-k's and DEFT's broadcasts and gathers); an
-instrumented collective records each call on each rank."""
+instrumented collective records each call on each rank. The priority schedulers (ByteScheduler,
+US-Byte) run in the same world: their partitions are all-reduced asynchronously under a credit,
+so several of their exchanges may be open at once, but only on the communication thread."""
 
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ from gradsync.schedulers.pipelined.lags import LagsSync
 from gradsync.schedulers.pipelined.mgs import MgsSync
 from gradsync.schedulers.pipelined.omgs import OmgsSync
 from gradsync.schedulers.pipelined.wfbp import WfbpSync
+from gradsync.schedulers.priority.bytescheduler import ByteSchedulerSync
+from gradsync.schedulers.priority.usbyte import UsByteSync
 from gradsync.schedulers.registry import allreducible_problem
 from tests.helpers.dist import run_world
 from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
@@ -48,6 +52,13 @@ SCHEDULERS = {  # the class and its options
     "lags": (LagsSync, {}),
     "mgs": (MgsSync, {"threshold": 100}),
     "omgs": (OmgsSync, {"rule": "optimal", "profile_steps": 1}),
+}
+PRIORITY = {  # partitions that cut tensors, a credit of about two partitions
+    "bytescheduler": (ByteSchedulerSync, {"partition_size": 50, "credit": 100}),
+    "usbyte": (
+        UsByteSync,
+        {"min_partition_size": 16, "max_partition_size": 64, "credit": 100, "profile_steps": 1},
+    ),  # the link timed at start-up, planned after two steps
 }
 
 
@@ -83,7 +94,7 @@ class CallLog:
 
     def end(self, token: int) -> None:
         with self._lock:
-            del self._open[token]
+            self._open.pop(token, None)  # a finish may be waited for twice
 
 
 def _shapes(payload, *, ragged: bool = False) -> tuple:
@@ -148,7 +159,7 @@ def _refused(scheduler: str, compressor) -> bool:
 
 
 def _train(rank: int, world_size: int, scheduler: str, compressor, costs: str) -> list[Call]:
-    cls, options = SCHEDULERS[scheduler]
+    cls, options = {**SCHEDULERS, **PRIORITY}[scheduler]
     if scheduler == "omgs":
         options = {**options, "costs": costs}  # planned from a file: no microbenchmarks
     log = CallLog()
@@ -171,6 +182,7 @@ def _train(rank: int, world_size: int, scheduler: str, compressor, costs: str) -
         sync.step(step=step)
         log.step = None
         opt.zero_grad(set_to_none=True)
+    sync.flush()  # the priority schedulers' last exchanges, before the next case starts
     return log.calls
 
 
@@ -180,7 +192,16 @@ def _record_all(rank: int, world_size: int, costs: str) -> dict:
         compressor = COMPRESSORS[name]()
         if not _refused(scheduler, compressor):
             records[scheduler, name] = _train(rank, world_size, scheduler, compressor, costs)
-    return {"records": records, "compute_thread": threading.current_thread().name}
+    priority = {}
+    for scheduler, name in itertools.product(PRIORITY, COMPRESSORS):
+        compressor = COMPRESSORS[name]()
+        if not _refused(scheduler, compressor):
+            priority[scheduler, name] = _train(rank, world_size, scheduler, compressor, costs)
+    return {
+        "records": records,
+        "priority": priority,
+        "compute_thread": threading.current_thread().name,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -200,9 +221,13 @@ def test_every_combination_the_config_allows_ran(world):
 
 
 def test_every_rank_issues_the_same_collectives_in_the_same_order(world):
-    for case, calls in world[0]["records"].items():
+    _same_order_on_every_rank(world, "records")
+
+
+def _same_order_on_every_rank(world: list[dict], kind: str) -> None:
+    for case, calls in world[0][kind].items():
         for other in world[1:]:
-            theirs = other["records"][case]
+            theirs = other[kind][case]
             for communicator in {c.communicator for c in calls} | {c.communicator for c in theirs}:
                 mine = [(c.operation, c.shapes) for c in calls if c.communicator == communicator]
                 same = [(c.operation, c.shapes) for c in theirs if c.communicator == communicator]
@@ -227,3 +252,27 @@ def test_the_compute_thread_issues_no_collective_until_the_steps_communication_i
                 others = [i for i, thread in enumerate(threads) if thread != compute]
                 first_own = threads.index(compute) if compute in threads else len(threads)
                 assert not others or first_own > others[-1], (case, step, threads)
+
+
+def test_the_priority_schedulers_ran_with_every_compressor_whose_payloads_add_up(world):
+    cases = set(world[0]["priority"])
+    assert {scheduler for scheduler, _ in cases} == set(PRIORITY)
+    assert ("bytescheduler", "terngrad") not in cases  # TernGrad all-gathers: refused
+    assert ("bytescheduler", "topk-union") in cases
+    for calls in world[0]["priority"].values():
+        assert any(c.step is not None for c in calls)
+
+
+def test_priority_schedulers_issue_the_same_collectives_in_the_same_order_on_every_rank(world):
+    _same_order_on_every_rank(world, "priority")
+
+
+def test_priority_schedulers_issue_every_collective_from_the_communication_thread(world):
+    """The hook (compute) thread issues none, not even the compressors' talk or US-Byte's
+    link timing and planning; exchanges open at once (under the credit) are all that thread's."""
+    for rank in world:
+        compute = rank["compute_thread"]
+        for case, calls in rank["priority"].items():
+            for call in calls:
+                assert call.thread != compute, (case, call)
+                assert all(thread == call.thread for thread, _ in call.in_flight), (case, call)

@@ -4,24 +4,27 @@ The gradient, flattened in backward order (the reverse of ``model.parameters()``
 partitions of ``partition_size`` elements (``Buckets``: partition 0 is on the output side and is
 ready first). Gradient hooks copy every tensor's gradient into the flat buffer; once each tensor
 touching a partition is in, the partition is compensated and compressed on the compute thread.
-A communication thread all-reduces partitions over a process group of its own: always the ready
-partition nearest the input first (the next forward pass needs it first), with at most ``credit``
-elements in flight (a partition larger than the credit goes alone). ``step()`` does not wait:
-communication goes on into the next forward pass, where each module waits only for the
-partitions holding its own parameters, then steps the optimizer on just those parameters, with
+The engine's communication thread all-reduces partitions over a process group of its own: always
+the ready partition nearest the input first (the next forward pass needs it first), with at most
+``credit`` elements in flight (a partition larger than the credit goes alone). ``step()`` does
+not wait: communication goes on into the next forward pass, where each module waits only for
+the partitions holding its own parameters (on CUDA its stream waits for their completion
+events; on the CPU the host waits), then steps the optimizer on just those parameters, with
 the hyperparameters (learning rate, ...) of the step the gradient belongs to. ``flush()`` waits
 for the rest and applies it. Every layer is thus updated before its next use, and training is
 synchronous data-parallel SGD, however the communication was ordered.
 
 How the ranks stay in step: every rank must issue the collectives of a process group in the same
-order, but when a partition becomes ready differs from rank to rank. A rank's readiness is kept
-as a prefix (how many leading partitions it has compressed). Before each decision the
-communication thread takes the MIN of that count over the ranks, with an all-reduce on a second
-process group (the control group, so that it never queues behind large sends), and chooses only
-among the agreed partitions. Credit is freed only by waiting for the oldest send, never by
-polling whether a send has finished, so every decision depends on agreed values alone and all
-ranks issue the same collectives in the same order. A failure on the communication thread is
-raised again in the training thread the next time that thread waits for it.
+order, but when a partition becomes ready differs from rank to rank. Each compressed partition
+hands the communication thread one scheduling job, so every rank runs as many, in one FIFO order
+with the compressors' own talk. A job first agrees how many leading partitions are ready on
+every rank (the MIN of each rank's count, an all-reduce on a second process group, the control
+group, so it never queues behind large sends), then starts the agreed partitions in priority
+order. Credit comes back only when the oldest send has completed (waited for on the
+communication thread: its completion event on CUDA), never by polling whether a send has
+finished, so every decision depends on agreed values alone and all ranks issue the same
+collectives in the same order. A failure on the communication thread is raised again in the
+training thread the next time that thread waits for it.
 
 Limits: updating some parameters before others equals one step of all of them only for
 optimizers that update each parameter on its own (SGD, Adam; not one that couples parameters,
@@ -38,25 +41,31 @@ import collections
 import contextlib
 import itertools
 import logging
-import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from functools import partial
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
+from typing_extensions import Unpack
 
 from gradsync.schedulers.engine.buckets import Buckets
+from gradsync.schedulers.engine.combine import combine
+from gradsync.schedulers.engine.comm_thread import CommThread, Job
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
+from gradsync.schedulers.engine.engine import EngineParts
+from gradsync.schedulers.engine.queued_collective import AGREE, QueuedCollective
+from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.priority.config import CREDIT, PARTITION_SIZE
 from gradsync.schedulers.registry import require_allreducible
 from gradsync.types import Collective, Payload, SyncStats
 
 log = logging.getLogger("gradsync")
 
-POLL_S = 0.05  # a waiting thread checks this often that the other one is still alive
+T = TypeVar("T")
 SEND_LOG = 10_000  # sends remembered for ``send_log``
 
 
@@ -107,6 +116,10 @@ class _Counts:
     agreements: int = 0
 
 
+def _not_started() -> Payload:
+    raise RuntimeError("a partition's exchange ran before it was started")
+
+
 class _Round:
     """One step's gradient, from its first hook until its last partition is applied."""
 
@@ -119,15 +132,24 @@ class _Round:
         self.got = [False] * tensors
         self.missing = list(layout.tensors_in)
         self.ready = 0
-        """Leading partitions compressed on this rank (shared with the communication thread)."""
+        """Leading partitions compressed on this rank (read by the communication thread)."""
         self.payloads: list[Payload | None] = [None] * count
         self.ctxs: list[Any] = [None] * count
-        self.issued: list[Callable[[], Payload] | None] = [None] * count
+        self.handed: list[Job[None] | None] = [None] * count
+        """The scheduling job each partition's compression handed over (CUDA: its hand-over
+        event is when the partition's payload is complete on the compute stream)."""
+        self.exchanges: list[Job[Payload]] = [Job(_not_started) for _ in range(count)]
+        """Each partition's all-reduce: started and settled by the communication thread."""
         self.counts = _Counts()
         self.landed = [False] * count
         self.applied = [False] * tensors
         self.unapplied = tensors
         self.hyper: list[dict[str, Any]] = []
+        # The communication thread's own: agreed ready prefix, sends in flight and their size.
+        self.agreed = 0
+        self.started = [False] * count
+        self.flight: collections.deque[tuple[Job[Payload], int]] = collections.deque()
+        self.load = 0
 
 
 class PrioritySync(SyncComponents):
@@ -137,8 +159,8 @@ class PrioritySync(SyncComponents):
 
     scheduler_name: ClassVar[str] = "bytescheduler"
 
-    def __init__(self, *, credit: int = CREDIT, **components: Any) -> None:
-        super().__init__(**components)
+    def __init__(self, *, credit: int = CREDIT, **parts: Unpack[EngineParts]) -> None:
+        super().__init__(**parts)
         require_allreducible(self.scheduler_name, "partitions", self.compressor)
         if credit < 1:
             raise ValueError(f"scheduler.credit must be >= 1, got {credit}")
@@ -147,12 +169,12 @@ class PrioritySync(SyncComponents):
         self._sizes: list[int] = []
         self._offsets: list[int] = [0]
         self._optimizer: Optimizer | None = None
+        self._comm: CommThread | None = None
+        self._timer = StepTimer(torch.device("cpu"))
         self._layout: _Layout | None = None
         self._plan_metrics: dict[str, float] = {}
         self._cond = threading.Condition()
-        self._rounds: queue.Queue[_Round | None] = queue.Queue()
         self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
         self._current: _Round | None = None  # collecting this step's gradient
         self._pending: _Round | None = None  # stepped, some of its updates not applied yet
         self._last: _Counts | None = None
@@ -179,6 +201,9 @@ class PrioritySync(SyncComponents):
         self._sizes = [p.numel() for p in params]
         self._offsets = list(itertools.accumulate(self._sizes, initial=0))
         self._backward_s = [0.0] * len(params)
+        self._comm = CommThread(first.device)
+        self._timer = StepTimer(first.device)
+        self.compressor.bind(QueuedCollective(self.collective, self._comm, self._timer))
         # Two groups: sends on one, the small agreements on the other, so that an agreement
         # never waits behind the sends it is about to schedule.
         self._data: Collective = self.collective.fork()
@@ -200,10 +225,12 @@ class PrioritySync(SyncComponents):
         model.register_forward_hook(lambda *_: self._on_forward_end())
         self._prepare(model)
         self._use_plan(self._first_plan())
-        self._thread = threading.Thread(
-            target=self._run, name=f"gradsync-{self.scheduler_name}", daemon=True
-        )
-        self._thread.start()
+
+    def _on_comm(self, work: Callable[[], T]) -> T:
+        """``work`` (collectives outside a step's exchange: timing the link, agreeing on a
+        plan) run by the communication thread in its turn, and waited for."""
+        assert self._comm is not None, "attach() first"
+        return self._comm.submit(work).wait()
 
     def _prepare(self, model: nn.Module) -> None:
         """Before the first plan: what a subclass measures or installs."""
@@ -251,8 +278,6 @@ class PrioritySync(SyncComponents):
 
     # ---- the compute thread -------------------------------------------------------------------
     def _reset_counters(self) -> None:
-        self._compress_s = self._in_backward_s = 0.0
-        self._waited_s = self._update_s = self._in_forward_s = 0.0
         self._payload_bytes = self._selected = self._late = 0
 
     def begin(self, *, step: int, epoch: int = 0) -> None:
@@ -265,7 +290,6 @@ class PrioritySync(SyncComponents):
             like = self._params[0]
             flat = torch.empty(self._offsets[-1], dtype=like.dtype, device=like.device)
             self._current = _Round(self._layout, flat, len(self._params), self._step, self._epoch)
-            self._rounds.put(self._current)
         return self._current
 
     def _on_module(self, module: nn.Module) -> None:
@@ -290,7 +314,8 @@ class PrioritySync(SyncComponents):
             self._owned[id(ancestor)] = [*self._owned.get(id(ancestor), []), *own]
 
     def _on_forward_start(self) -> None:
-        self._forward_marks = (self.clock(), self._forward_marks[1])
+        if self._timing:
+            self._forward_marks = (self.clock(), self._forward_marks[1])
 
     def _on_forward_end(self) -> None:
         if self._ran is not None:
@@ -301,8 +326,9 @@ class PrioritySync(SyncComponents):
             late = pending.unapplied
             self._apply_in_forward(range(len(self._params)))
             self._late += late
-        self._last_mark = self.clock()
-        self._forward_marks = (self._forward_marks[0], self._last_mark)
+        if self._timing:  # profiled steps only: this clock waits for the device
+            self._last_mark = self.clock()
+            self._forward_marks = (self._forward_marks[0], self._last_mark)
 
     def _on_gradient(self, tensor: int) -> None:
         r = self._open_round()
@@ -320,21 +346,27 @@ class PrioritySync(SyncComponents):
         else:
             target.copy_(grad.reshape(-1))
         self._mark_ready(r, tensor, in_backward=True)
-        self._last_mark = self.clock()
+        if self._timing:
+            self._last_mark = self.clock()
 
     def _mark_ready(self, r: _Round, tensor: int, *, in_backward: bool) -> None:
         r.got[tensor] = True
         for bucket in r.layout.buckets_of[tensor]:
             r.missing[bucket] -= 1
-        # Compressed in index order, so compressors that talk do so in the same order everywhere.
+        # Compressed in index order, so compressors that talk do so in the same order everywhere,
+        # and every rank hands the communication thread the same jobs in the same order.
         while r.ready < len(r.missing) and r.missing[r.ready] == 0:
-            self._compress(r, r.ready, in_backward=in_backward)
+            bucket = r.ready
+            self._compress(r, bucket, in_backward=in_backward)
+            assert self._comm is not None
+            # Under the lock: a scheduling job counts this partition ready when it runs.
             with self._cond:
+                payload = r.payloads[bucket]
+                r.handed[bucket] = self._comm.submit(partial(self._schedule, r), inputs=payload)
                 r.ready += 1
-                self._cond.notify_all()
 
     def _compress(self, r: _Round, bucket: int, *, in_backward: bool) -> None:
-        start = self.clock()
+        start = self._timer.mark()
         layout, name = r.layout, _name(bucket)
         part = r.flat[layout.buckets.slice(bucket)]
         payload, ctx = self.compress_with_feedback(
@@ -349,14 +381,14 @@ class PrioritySync(SyncComponents):
         selected = self.compressor.selected(payload, ctx)
         self._selected += part.numel() if selected is None else selected.numel()
         self._payload_bytes += sum(t.numel() * t.element_size() for t in payload)
-        seconds = self.clock() - start
-        self._compress_s += seconds
+        end = self._timer.mark()
+        self._timer.add("compress", start, end)
         if in_backward:
-            self._in_backward_s += seconds
+            self._timer.add("in_backward", start, end)
 
     def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
         assert self._optimizer is not None and self._layout is not None, "attach() first"
-        self._check_thread()
+        self._check_comm()
         self._step, self._epoch = step, epoch
         r = self._open_round()
         count = len(r.layout.buckets)
@@ -378,8 +410,8 @@ class PrioritySync(SyncComponents):
         self._pending = r
         if self._synchronous():
             self._apply(range(len(self._params)))
-        agreeing = self.collective.busy_seconds()  # compressors talking while they select
-        count_main = self.collective.take_bytes()
+        seconds = self._timer.read()
+        count_main = self.collective.take_bytes()  # compressors talking while they select
         n = self.collective.world_size
         numel = self._offsets[-1]
         extra = {
@@ -398,11 +430,12 @@ class PrioritySync(SyncComponents):
             density_setup=self.compressor.density,
             density_actual=self._selected / numel,
             error_norm=self.feedback.norm(),
-            time_compress=self._compress_s - agreeing,
-            time_comm=self._waited_s + agreeing,
-            time_update=self._update_s,
-            time_in_backward=self._in_backward_s,
-            time_in_forward=self._in_forward_s,
+            # A compressor waiting for the workers to agree (AGREE) is communicating.
+            time_compress=seconds["compress"] - seconds[AGREE],
+            time_comm=seconds["comm"] + seconds[AGREE],
+            time_update=seconds["update"],
+            time_in_backward=seconds["in_backward"],
+            time_in_forward=seconds["in_forward"],
             extra=extra,
         )
         self._last = r.counts
@@ -418,18 +451,13 @@ class PrioritySync(SyncComponents):
         """After ``step`` has handed its gradient over: what a subclass measures or plans."""
 
     def flush(self) -> None:
-        if self._pending is None:
-            return
-        kept = (self._waited_s, self._update_s)  # not part of any step's figures
-        self._apply(range(len(self._params)))
-        self._waited_s, self._update_s = kept
+        self._apply(range(len(self._params)), timed=False)  # not part of any step's figures
 
     def _apply_in_forward(self, tensors: Iterable[int]) -> None:
-        start = self.clock()
-        self._apply(tensors)
-        self._in_forward_s += self.clock() - start
+        with self._timer.span("in_forward"):
+            self._apply(tensors)
 
-    def _apply(self, tensors: Iterable[int]) -> None:
+    def _apply(self, tensors: Iterable[int], *, timed: bool = True) -> None:
         """Wait for the partitions holding ``tensors`` and update those parameters."""
         r = self._pending
         if r is None:
@@ -438,12 +466,12 @@ class PrioritySync(SyncComponents):
         if not todo:
             return
         assert self._optimizer is not None
-        start = self.clock()
+        start = self._timer.mark()
         for tensor in todo:
             for bucket in r.layout.buckets_of[tensor]:
                 if not r.landed[bucket]:
                     self._land(r, bucket)
-        landed = self.clock()
+        landed = self._timer.mark()
         # Others whose partitions are in already go in the same optimizer step (fewer calls);
         # none of them has been used yet in this forward pass, or it would have been applied.
         chosen = set(todo)
@@ -468,85 +496,65 @@ class PrioritySync(SyncComponents):
         r.unapplied -= len(todo)
         if r.unapplied == 0:
             self._pending = None
-        self._waited_s += landed - start
-        self._update_s += self.clock() - landed
+        if timed:
+            self._timer.add("comm", start, landed)
+            self._timer.add("update", landed, self._timer.mark())
 
     def _land(self, r: _Round, bucket: int) -> None:
-        """Wait for one partition's all-reduce and average it in place."""
-        with self._cond:
-            while (finish := r.issued[bucket]) is None:
-                self._check_thread()
-                self._cond.wait(POLL_S)
-        received = finish()
-        summed = self.compressor.decompress(received, r.ctxs[bucket])
-        r.flat[r.layout.buckets.slice(bucket)].copy_(summed).div_(self.collective.world_size)
+        """Wait for one partition's all-reduce (CUDA: this stream waits for its completion
+        event; CPU: the host waits) and average it in place."""
+        try:
+            received = r.exchanges[bucket].wait()
+        except BaseException as exc:
+            raise self._failure(exc) from exc
+        part = r.flat[r.layout.buckets.slice(bucket)]
+        summed, _ = combine(self.compressor, received, r.ctxs[bucket], like=part)
+        part.copy_(summed).div_(self.collective.world_size)
         r.landed[bucket] = True
 
-    def _check_thread(self) -> None:
+    def _check_comm(self) -> None:
         if self._error is not None:
-            raise RuntimeError(
-                f"scheduler={self.scheduler_name}: the communication thread failed: {self._error!r}"
-            ) from self._error
-        if self._thread is not None and not self._thread.is_alive():
-            raise RuntimeError(f"scheduler={self.scheduler_name}: the communication thread ended")
+            raise self._failure(self._error) from self._error
+
+    def _failure(self, error: BaseException) -> RuntimeError:
+        return RuntimeError(
+            f"scheduler={self.scheduler_name}: the communication thread failed: {error!r}"
+        )
 
     # ---- the communication thread -------------------------------------------------------------
-    def _run(self) -> None:
+    def _schedule(self, r: _Round) -> None:
+        """One scheduling job (one per compressed partition): agree on what is ready everywhere,
+        start it in priority order within the credit; the round's last job waits for the rest."""
         try:
-            while (r := self._rounds.get()) is not None:
-                self._communicate(r)
+            if self._error is None:
+                self._send_agreed(r)
         except BaseException as exc:  # handed to the training thread, which raises it
+            self._error = exc
+        if self._error is not None:
+            for job in r.exchanges:  # whoever waits for a partition learns of the failure
+                if not job.settled:
+                    job.settle(None, self._error)
+
+    def _send_agreed(self, r: _Round) -> None:
+        count = len(r.layout.buckets)
+        if r.agreed < count:  # once all is agreed, every rank knows it without asking
+            r.agreed = self._agree(r)
             with self._cond:
-                self._error = exc
-                self._cond.notify_all()
-
-    def _communicate(self, r: _Round) -> None:
-        """Every partition of one round, each sent once, in an order all ranks agree on."""
-        buckets, rank = r.layout.buckets, r.layout.rank
-        count = len(buckets)
-        agreed = sent = 0
-        issued = [False] * count
-        flight: collections.deque[tuple[Callable[[], Payload], int]] = collections.deque()
-        load = 0
-        while sent < count:
-            sendable = [b for b in range(agreed) if not issued[b]]
-            if agreed < count:  # one agreement per pass, on every rank alike
-                if not sendable:
-                    self._wait_ready(r, agreed)
-                agreed = self._agree(r)
                 r.counts.agreements += 1
-                sendable = [b for b in range(agreed) if not issued[b]]
-            sendable.sort(key=rank.__getitem__)
-            blocked = False
-            for bucket in sendable:
-                size = buckets.numel(bucket)
-                if flight and load + size > self.credit:
-                    blocked = True  # the highest priority waits for credit; nothing overtakes
-                    break
-                payload = r.payloads[bucket]
-                assert payload is not None
-                finish = self._data.start_all_reduce(payload)
-                flight.append((finish, size))
-                load += size
-                issued[bucket] = True
-                sent += 1
-                with self._cond:
-                    r.issued[bucket] = finish
-                    r.counts.issued += 1
-                    self._sends.append((r.step, bucket))
-                    self._cond.notify_all()
-            if blocked:
-                finish, size = flight.popleft()
-                finish()
-                load -= size
-        while flight:
-            flight.popleft()[0]()
-
-    def _wait_ready(self, r: _Round, agreed: int) -> None:
-        """Until this rank has more ready than was agreed (sleeping, not spinning)."""
-        with self._cond:
-            while r.ready <= agreed:
-                self._cond.wait(POLL_S)
+        sendable = [b for b in range(r.agreed) if not r.started[b]]
+        # The highest priority waits for credit; nothing overtakes it.
+        for bucket in sorted(sendable, key=r.layout.rank.__getitem__):
+            size = r.layout.buckets.numel(bucket)
+            while r.flight and r.load + size > self.credit:
+                self._complete_oldest(r)
+            self._start(r, bucket)
+        if all(r.started):  # the round's last sends: each its own completion, then all done
+            flight, r.flight, r.load = list(r.flight), collections.deque(), 0
+            assert self._comm is not None
+            for job, _ in flight:
+                self._comm.settle_here(job)
+            for job, _ in flight:
+                job.completed()
 
     def _agree(self, r: _Round) -> int:
         with self._cond:
@@ -555,6 +563,27 @@ class PrioritySync(SyncComponents):
         # these few bytes are control traffic, outside the byte counts.
         agreed = self._control.reduce_metrics([-float(mine)], device=r.flat.device, op="max")
         return int(-agreed[0])
+
+    def _start(self, r: _Round, bucket: int) -> None:
+        handed, payload = r.handed[bucket], r.payloads[bucket]
+        assert handed is not None and payload is not None
+        handed.follow()  # its payload may be newer than this job's hand-over
+        job = r.exchanges[bucket]
+        job.work = self._data.start_all_reduce(payload)
+        r.started[bucket] = True
+        r.flight.append((job, r.layout.buckets.numel(bucket)))
+        r.load += r.layout.buckets.numel(bucket)
+        with self._cond:
+            r.counts.issued += 1
+            self._sends.append((r.step, bucket))
+
+    def _complete_oldest(self, r: _Round) -> None:
+        """Wait until the oldest send has completed on the device, and take its credit back."""
+        assert self._comm is not None
+        job, size = r.flight.popleft()
+        self._comm.settle_here(job)
+        job.completed()
+        r.load -= size
 
     # ---- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -576,11 +605,15 @@ class PrioritySync(SyncComponents):
 
 class ByteSchedulerSync(PrioritySync):
     def __init__(
-        self, *, partition_size: int = PARTITION_SIZE, credit: int = CREDIT, **components: Any
+        self,
+        *,
+        partition_size: int = PARTITION_SIZE,
+        credit: int = CREDIT,
+        **parts: Unpack[EngineParts],
     ) -> None:
         if partition_size < 1:
             raise ValueError(f"scheduler.partition_size must be >= 1, got {partition_size}")
-        super().__init__(credit=credit, **components)
+        super().__init__(credit=credit, **parts)
         self.partition_size = partition_size
 
     def _first_plan(self) -> Plan:
