@@ -52,13 +52,14 @@ from gradsync.algorithms import simulator
 from gradsync.algorithms.costs import fit_alpha_beta
 from gradsync.schedulers.engine.buckets import Buckets, ForwardTimer
 from gradsync.schedulers.engine.engine import EngineParts
-from gradsync.schedulers.priority.bytescheduler import Plan, PrioritySync, input_first
 from gradsync.schedulers.priority.config import (
     CREDIT,
     MAX_PARTITION_SIZE,
     MIN_PARTITION_SIZE,
     PROFILE_STEPS,
 )
+from gradsync.schedulers.priority.plan import Plan, input_first
+from gradsync.schedulers.priority.priority import PrioritySync
 from gradsync.types import Collective
 
 log = logging.getLogger("gradsync")
