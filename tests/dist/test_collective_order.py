@@ -9,7 +9,11 @@ instrumented collective records each call on each rank.
 Another runs ``scheduler=deft`` (one link and two, from a saved profile, and profiled in the
 job). Its all-reduces are started asynchronously, so both links can be busy at once and the
 sends of a gradient applied later run on past the step: collectives of the communication
-thread may overlap each other, but the compute thread issues none while any is in flight."""
+thread may overlap each other, but the compute thread issues none while any is in flight.
+
+The priority schedulers (ByteScheduler, US-Byte) run in the first world: their partitions are
+all-reduced asynchronously under a credit, so several of their exchanges may be open at once,
+but only on the communication thread."""
 
 from __future__ import annotations
 
@@ -36,6 +40,8 @@ from gradsync.schedulers.pipelined.lags import LagsSync
 from gradsync.schedulers.pipelined.mgs import MgsSync
 from gradsync.schedulers.pipelined.omgs import OmgsSync
 from gradsync.schedulers.pipelined.wfbp import WfbpSync
+from gradsync.schedulers.priority.bytescheduler import ByteSchedulerSync
+from gradsync.schedulers.priority.usbyte import UsByteSync
 from gradsync.schedulers.registry import allreducible_problem
 from tests.helpers.dist import run_world
 from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
@@ -56,6 +62,13 @@ SCHEDULERS = {  # the class and its options
     "lags": (LagsSync, {}),
     "mgs": (MgsSync, {"threshold": 100}),
     "omgs": (OmgsSync, {"rule": "optimal", "profile_steps": 1}),
+}
+PRIORITY = {  # partitions that cut tensors, a credit of about two partitions
+    "bytescheduler": (ByteSchedulerSync, {"partition_size": 50, "credit": 100}),
+    "usbyte": (
+        UsByteSync,
+        {"min_partition_size": 16, "max_partition_size": 64, "credit": 100, "profile_steps": 1},
+    ),  # the link timed at start-up, planned after two steps
 }
 
 
@@ -100,7 +113,7 @@ class CallLog:
 
     def end(self, token: int) -> None:
         with self._lock:
-            del self._open[token]
+            self._open.pop(token, None)  # a finish may be waited for twice
 
 
 def _shapes(payload, *, ragged: bool = False) -> tuple:
@@ -168,7 +181,7 @@ def _refused(scheduler: str, compressor) -> bool:
 
 
 def _train(rank: int, world_size: int, scheduler: str, compressor, costs: str) -> list[Call]:
-    cls, options = SCHEDULERS[scheduler]
+    cls, options = {**SCHEDULERS, **PRIORITY}[scheduler]
     if scheduler == "omgs":
         options = {**options, "costs": costs}  # planned from a file: no microbenchmarks
     return _recorded_training(world_size, cls, options, compressor, STEPS)
@@ -204,7 +217,7 @@ def run_steps(
         sync.step(step=step, loss=loss.detach())
         log.step = None
         opt.zero_grad(set_to_none=True)
-    sync.flush()
+    sync.flush()  # the priority schedulers' last exchanges, before the next case starts
     return log.calls
 
 
@@ -214,7 +227,16 @@ def _record_all(rank: int, world_size: int, costs: str) -> dict:
         compressor = COMPRESSORS[name]()
         if not _refused(scheduler, compressor):
             records[scheduler, name] = _train(rank, world_size, scheduler, compressor, costs)
-    return {"records": records, "compute_thread": threading.current_thread().name}
+    priority = {}
+    for scheduler, name in itertools.product(PRIORITY, COMPRESSORS):
+        compressor = COMPRESSORS[name]()
+        if not _refused(scheduler, compressor):
+            priority[scheduler, name] = _train(rank, world_size, scheduler, compressor, costs)
+    return {
+        "records": records,
+        "priority": priority,
+        "compute_thread": threading.current_thread().name,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -263,9 +285,13 @@ def test_every_combination_the_config_allows_ran(world):
 
 
 def test_every_rank_issues_the_same_collectives_in_the_same_order(world):
-    for case, calls in world[0]["records"].items():
+    _same_order_on_every_rank(world, "records")
+
+
+def _same_order_on_every_rank(world: list[dict], kind: str) -> None:
+    for case, calls in world[0][kind].items():
         for other in world[1:]:
-            theirs = other["records"][case]
+            theirs = other[kind][case]
             for communicator in {c.communicator for c in calls} | {c.communicator for c in theirs}:
                 mine = [(c.operation, c.shapes) for c in calls if c.communicator == communicator]
                 same = [(c.operation, c.shapes) for c in theirs if c.communicator == communicator]
@@ -327,3 +353,27 @@ def test_deft_compute_thread_issues_nothing_while_a_collective_is_in_flight(deft
                 assert all(thread != compute for thread, _ in call.in_flight), (case, call)
                 if call.step is not None and "profile_steps" not in DEFT_SCHEDULERS[case[0]]:
                     assert call.thread == THREAD_NAME, (case, call)
+
+
+def test_the_priority_schedulers_ran_with_every_compressor_whose_payloads_add_up(world):
+    cases = set(world[0]["priority"])
+    assert {scheduler for scheduler, _ in cases} == set(PRIORITY)
+    assert ("bytescheduler", "terngrad") not in cases  # TernGrad all-gathers: refused
+    assert ("bytescheduler", "topk-union") in cases
+    for calls in world[0]["priority"].values():
+        assert any(c.step is not None for c in calls)
+
+
+def test_priority_schedulers_issue_the_same_collectives_in_the_same_order_on_every_rank(world):
+    _same_order_on_every_rank(world, "priority")
+
+
+def test_priority_schedulers_issue_every_collective_from_the_communication_thread(world):
+    """The hook (compute) thread issues none, not even the compressors' talk or US-Byte's
+    link timing and planning; exchanges open at once (under the credit) are all that thread's."""
+    for rank in world:
+        compute = rank["compute_thread"]
+        for case, calls in rank["priority"].items():
+            for call in calls:
+                assert call.thread != compute, (case, call)
+                assert all(thread == call.thread for thread, _ in call.in_flight), (case, call)

@@ -64,6 +64,23 @@ class Job(Generic[T]):
                 tensor.record_stream(stream)
         return cast(T, self._result)
 
+    @property
+    def settled(self) -> bool:
+        return self._done.is_set()
+
+    def completed(self) -> None:
+        """Block the calling thread until the job's work finished on the device (CUDA: its
+        completion event), not merely until it was issued: what credit and windows count."""
+        self._done.wait()
+        if self.finished is not None:
+            self.finished.synchronize()
+
+    def follow(self) -> None:
+        """From inside another job: the current stream waits for the work this job's submitter
+        had queued when it submitted it (for a job that uses this one's inputs early)."""
+        if self.ready is not None:
+            torch.cuda.current_stream().wait_event(self.ready)
+
 
 class CommThread:
     def __init__(self, device: torch.device) -> None:
@@ -83,6 +100,27 @@ class CommThread:
                 tensor.record_stream(self.stream)
         self._jobs.put(job)
         return job
+
+    def settle_here(self, job: Job[T]) -> T:
+        """From inside a running job: run ``job`` now on this thread and its stream, record
+        its completion event and settle it. For work an earlier job started that ends later
+        (waiting for an asynchronous collective), so each such exchange gets a completion of its
+        own that other threads can wait for."""
+        if threading.current_thread() is not self._thread:
+            raise RuntimeError("settle_here() runs only on the communication thread")
+        try:
+            if self.stream is None:
+                result = job.work()
+            else:
+                with torch.cuda.stream(self.stream):
+                    result = job.work()
+                    job.finished = torch.cuda.Event()
+                    job.finished.record(self.stream)
+        except BaseException as exc:
+            job.settle(None, exc)
+            raise
+        job.settle(result, None)
+        return result
 
     def close(self) -> None:
         self._jobs.put(None)

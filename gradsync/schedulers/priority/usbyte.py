@@ -41,21 +41,25 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+from typing_extensions import Unpack
 
 from gradsync.algorithms import simulator
 from gradsync.algorithms.costs import fit_alpha_beta
 from gradsync.schedulers.engine.buckets import Buckets, ForwardTimer
-from gradsync.schedulers.priority.bytescheduler import Plan, PrioritySync, input_first
+from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.priority.config import (
     CREDIT,
     MAX_PARTITION_SIZE,
     MIN_PARTITION_SIZE,
     PROFILE_STEPS,
 )
+from gradsync.schedulers.priority.plan import Plan, input_first
+from gradsync.schedulers.priority.priority import PrioritySync
 from gradsync.types import Collective
 
 log = logging.getLogger("gradsync")
@@ -232,7 +236,7 @@ class UsByteSync(PrioritySync):
         profile_steps: int = PROFILE_STEPS,
         alpha: float | None = None,
         beta: float | None = None,
-        **components: Any,
+        **parts: Unpack[EngineParts],
     ) -> None:
         if not 1 <= min_partition_size <= max_partition_size:
             raise ValueError(
@@ -242,24 +246,26 @@ class UsByteSync(PrioritySync):
             raise ValueError(f"scheduler.profile_steps must be >= 1, got {profile_steps}")
         if (alpha is None) != (beta is None):
             raise ValueError("give both scheduler.alpha and scheduler.beta, or neither")
-        super().__init__(credit=credit, **components)
+        super().__init__(credit=credit, **parts)
         self.min_partition_size = min_partition_size
         self.max_partition_size = max_partition_size
         self.profile_steps = profile_steps
         self.alpha, self.beta = alpha, beta
         self._link = (0.0, 0.0)  # (α seconds, β seconds per element)
         self._profile: _Profile | None = None
-        self._timer: ForwardTimer | None = None
+        self._forward_timer: ForwardTimer | None = None
 
     def _prepare(self, model: nn.Module) -> None:
         like = self._params[0]
         if self.alpha is not None and self.beta is not None:
             self._link = (self.alpha, self.beta * like.element_size())
-        else:
-            seconds = time_allreduces(self._data, like, clock=self.clock)
-            agreed = self.collective.reduce_metrics(seconds, device=like.device, op="max")
+        else:  # timed and agreed on the communication thread, before any exchange
+            seconds = self._on_comm(partial(time_allreduces, self._data, like, clock=self.clock))
+            agreed = self._on_comm(
+                partial(self.collective.reduce_metrics, seconds, device=like.device, op="max")
+            )
             self._link = fit_alpha_beta([float(e) for e in TIMED_ELEMENTS], agreed)
-        self._timer = ForwardTimer(model, self._params, self.clock)
+        self._forward_timer = ForwardTimer(model, self._params, self.clock)
         self._profile = _Profile([0.0] * len(self._params), [0.0] * len(self._params))
         self._timing = True
 
@@ -284,7 +290,7 @@ class UsByteSync(PrioritySync):
         return self._profile is not None
 
     def _after_step(self, step: int) -> None:
-        profile, timer = self._profile, self._timer
+        profile, timer = self._profile, self._forward_timer
         if profile is None or timer is None:
             return
         backward, self._backward_s = self._backward_s, [0.0] * len(self._params)
@@ -298,7 +304,10 @@ class UsByteSync(PrioritySync):
     def _plan_from(self, profile: _Profile) -> None:
         count = len(self._params)
         values = [v / profile.steps for v in (*profile.forward, *profile.backward)]
-        agreed = self.collective.reduce_metrics(values, device=self._params[0].device, op="max")
+        # After this step's exchanges, in the communication thread's order.
+        agreed = self._on_comm(
+            partial(self.collective.reduce_metrics, values, device=self._params[0].device, op="max")
+        )
         alpha, beta = self._link
         choice = plan_partitions(
             self._sizes,
@@ -318,9 +327,9 @@ class UsByteSync(PrioritySync):
         )
 
     def _stop_profiling(self) -> None:
-        if self._timer is not None:
-            self._timer.remove()
-        self._timer, self._profile, self._timing = None, None, False
+        if self._forward_timer is not None:
+            self._forward_timer.remove()
+        self._forward_timer, self._profile, self._timing = None, None, False
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "planned": self._profile is None}

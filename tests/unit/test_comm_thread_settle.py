@@ -1,0 +1,63 @@
+"""Work a communication-thread job starts and finishes later (an asynchronous collective): the
+job that finishes it settles it on the same thread, and other threads wait for that settlement
+(on the CPU: the host waits; CUDA adds a completion event, not exercised here)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from gradsync.schedulers.engine.comm_thread import THREAD_NAME, CommThread, Job
+
+CPU = torch.device("cpu")
+
+
+def test_a_later_job_settles_what_an_earlier_one_started_and_waiters_get_its_result():
+    comm = CommThread(CPU)
+    ran_on: list[str] = []
+
+    def finish() -> int:
+        ran_on.append(threading.current_thread().name)
+        return 7
+
+    started: Job[int] = Job(finish)
+    assert not started.settled
+    comm.submit(lambda: None).wait()
+    assert not started.settled  # nothing settles it but the job that finishes it
+    assert comm.submit(lambda: comm.settle_here(started)).wait() == 7
+    assert started.settled and started.wait() == 7
+    started.completed()  # done, not merely issued: returns at once once settled
+    assert ran_on == [THREAD_NAME]
+    comm.close()
+
+
+def test_only_the_communication_thread_settles():
+    comm = CommThread(CPU)
+    with pytest.raises(RuntimeError, match="only on the communication thread"):
+        comm.settle_here(Job(lambda: 1))
+    comm.close()
+
+
+def test_a_failure_while_settling_reaches_both_the_settling_job_and_the_waiters():
+    comm = CommThread(CPU)
+
+    def broken() -> int:
+        raise ConnectionError("link down")
+
+    started: Job[int] = Job(broken)
+    settling = comm.submit(lambda: comm.settle_here(started))
+    with pytest.raises(ConnectionError, match="link down"):
+        settling.wait()
+    with pytest.raises(ConnectionError, match="link down"):
+        started.wait()
+    comm.close()
+
+
+def test_following_a_job_on_the_cpu_waits_for_nothing():
+    comm = CommThread(CPU)
+    handed = comm.submit(lambda: 1)
+    assert handed.ready is None  # no stream to wait on
+    assert comm.submit(lambda: handed.follow()).wait() is None
+    comm.close()
