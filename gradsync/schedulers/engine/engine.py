@@ -15,7 +15,7 @@ measures the job) also time with the synchronizing ``clock``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -213,23 +213,31 @@ class ExchangeEngine(SyncComponents):
         return numel, selected_count
 
     def _stats(self, numel: int, selected: int) -> SyncStats:
-        seconds = self._timer.read()
         count = self.collective.take_bytes()
-        return SyncStats(
+        return step_stats(
+            self._timer.read(),
             bytes_sent=count.payload,
             bytes_wire=count.wire,
             bytes_dense=numel * self._params[0].element_size(),
             density_setup=self.compressor.density,
             density_actual=selected / numel if numel else self.compressor.density,
             error_norm=self.feedback.norm(),
-            # A compressor waiting for the workers to agree (AGREE) is communicating.
-            time_compress=seconds["compress"] - seconds[AGREE],
-            time_comm=seconds["comm"] + seconds[AGREE],
-            time_update=seconds["update"],
-            time_in_backward=seconds["in_backward"],
-            time_in_forward=seconds["in_forward"],
             extra=self.extra_metrics(),
         )
+
+
+def step_stats(seconds: Mapping[str, float], **counts: Any) -> SyncStats:
+    """A step's ``SyncStats`` from its timer's spans and its ``counts`` (bytes, densities,
+    error norm, ``extra``)."""
+    return SyncStats(
+        # A compressor waiting for the workers to agree (AGREE) is communicating.
+        time_compress=seconds["compress"] - seconds[AGREE],
+        time_comm=seconds["comm"] + seconds[AGREE],
+        time_update=seconds["update"],
+        time_in_backward=seconds["in_backward"],
+        time_in_forward=seconds["in_forward"],
+        **counts,
+    )
 
 
 def model_order(group: range) -> list[int]:

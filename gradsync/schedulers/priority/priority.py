@@ -54,8 +54,8 @@ from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
-from gradsync.schedulers.engine.engine import EngineParts
-from gradsync.schedulers.engine.queued_collective import AGREE, QueuedCollective
+from gradsync.schedulers.engine.engine import EngineParts, step_stats
+from gradsync.schedulers.engine.queued_collective import QueuedCollective
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.priority.config import CREDIT
 from gradsync.schedulers.priority.deferred import hyperparameters, using
@@ -381,7 +381,8 @@ class PrioritySync(SyncComponents):
         }
         if self._last is not None:
             extra["sched/agreements"] = float(self._last.agreements)
-        stats = SyncStats(
+        stats = step_stats(
+            seconds,
             bytes_sent=count_main.payload + self._payload_bytes,
             # The sends are ring all-reduces: counted as TorchCollective counts them.
             bytes_wire=count_main.wire + 2 * (n - 1) / n * self._payload_bytes,
@@ -389,12 +390,6 @@ class PrioritySync(SyncComponents):
             density_setup=self.compressor.density,
             density_actual=self._selected / numel,
             error_norm=self.feedback.norm(),
-            # A compressor waiting for the workers to agree (AGREE) is communicating.
-            time_compress=seconds["compress"] - seconds[AGREE],
-            time_comm=seconds["comm"] + seconds[AGREE],
-            time_update=seconds["update"],
-            time_in_backward=seconds["in_backward"],
-            time_in_forward=seconds["in_forward"],
             extra=extra,
         )
         self._last = r.counts
