@@ -289,7 +289,7 @@ def brute_force_plan(layers: Layers, cost: CostModel) -> Plan:
     return best[1]
 
 
-OMGS_RULES: dict[str, Callable[[Layers, CostModel], Plan]] = {  # names: sync/choices.py
+OMGS_RULES: dict[str, Callable[[Layers, CostModel], Plan]] = {  # names: pipelined/config.py
     "paper": paper_rule,
     "code": code_rule,
     "safe": safe_rule,

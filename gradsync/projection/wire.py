@@ -87,7 +87,7 @@ class Wire:
     density: float
     """Fraction of the elements the compressor selects (1.0 for dense methods)."""
     combine_seconds: float = 0.0
-    """Turning what every worker sent into the summed gradient (``sync/combine.py``)."""
+    """Turning what every worker sent into the summed gradient (``engine/combine.py``)."""
     workers: int = 1
 
     def scaled(self, factor: float) -> Wire:
@@ -162,7 +162,7 @@ def measure_wire(
         )
         compressed = time.perf_counter()
         # What the compressor said while compressing (index sets, scalers), then its payload,
-        # which the scheduler sums on the wire or gathers (``sync/exchanges.py``).
+        # which the scheduler sums on the wire or gathers (``schedulers/engine/``).
         if compressor.allreducible:
             received: Payload | list[Payload] = collective.all_reduce(payload)
         else:
