@@ -50,9 +50,10 @@ from torch.optim import Optimizer
 
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
+from gradsync.schedulers.engine.group_info import bucket_parts
 from gradsync.schedulers.priority.config import CREDIT, PARTITION_SIZE
 from gradsync.schedulers.registry import require_allreducible
-from gradsync.types import Collective, Payload, SyncStats
+from gradsync.types import Collective, GroupInfo, Payload, SyncStats
 
 log = logging.getLogger("gradsync")
 
@@ -81,22 +82,21 @@ def input_first(buckets: Buckets) -> Plan:
 class _Layout:
     """What the hooks need to know about a plan, computed once per plan."""
 
-    def __init__(self, plan: Plan, sizes: Sequence[int]) -> None:
+    def __init__(self, plan: Plan, shapes: Sequence[tuple[int, ...]]) -> None:
         self.plan = plan
         self.buckets = plan.buckets
         count = len(plan.buckets)
         self.rank = [0] * count  # position of each partition in the send order
         for position, bucket in enumerate(plan.order):
             self.rank[bucket] = position
-        overlaps = plan.buckets.overlaps(sizes)
-        self.buckets_of = [[b for b, _ in parts] for parts in overlaps]
-        self.pieces: list[list[int]] = [[] for _ in range(count)]
-        self.after = [len(sizes)] * count
-        for tensor, parts in enumerate(overlaps):
-            for bucket, elements in parts:
-                self.pieces[bucket].append(elements)
-                self.after[bucket] = min(self.after[bucket], tensor)
-        self.tensors_in = [len(p) for p in self.pieces]
+        # The flat gradient is in backward order: tensor t is the model's (last - t).
+        model_index = range(len(shapes) - 1, -1, -1)
+        self.parts = bucket_parts(plan.buckets, shapes, model_index)
+        self.buckets_of: list[list[int]] = [[] for _ in shapes]
+        for bucket, parts in enumerate(self.parts):
+            for part in parts:
+                self.buckets_of[len(shapes) - 1 - part.index].append(bucket)
+        self.tensors_in = [len(p) for p in self.parts]
 
 
 @dataclass
@@ -220,7 +220,7 @@ class PrioritySync(SyncComponents):
             )
         if self._layout is not None and plan.buckets != self._layout.buckets:
             self._rebucket_residuals(self._layout.buckets, plan.buckets)
-        self._layout = _Layout(plan, self._sizes)
+        self._layout = _Layout(plan, [tuple(p.shape) for p in self._params])
         self._plan_metrics = {"sched/partitions": float(len(plan.buckets)), **(metrics or {})}
 
     def _rebucket_residuals(self, old: Buckets, new: Buckets) -> None:
@@ -337,14 +337,14 @@ class PrioritySync(SyncComponents):
         start = self.clock()
         layout, name = r.layout, _name(bucket)
         part = r.flat[layout.buckets.slice(bucket)]
-        payload, ctx = self.compress_with_feedback(
-            part,
+        info = GroupInfo(
             name=name,
             step=r.step,
             epoch=r.epoch,
-            sizes=layout.pieces[bucket],  # the pieces as laid out in the partition
-            tensors_after=layout.after[bucket],
+            parts=layout.parts[bucket],  # the runs of tensors as laid out in the partition
+            model_tensors=len(layout.buckets_of),
         )
+        payload, ctx = self.compress_with_feedback(part, group=info)
         r.payloads[bucket], r.ctxs[bucket] = payload, ctx
         selected = self.compressor.selected(payload, ctx)
         self._selected += part.numel() if selected is None else selected.numel()
@@ -560,7 +560,7 @@ class PrioritySync(SyncComponents):
     def state_dict(self) -> dict[str, Any]:
         plan = self.plan
         return {
-            "feedback": self.feedback.state_dict(),
+            **self.components_state(),
             "bounds": list(plan.buckets.bounds),
             "order": list(plan.order),
             "plan_metrics": dict(self._plan_metrics),
@@ -571,7 +571,7 @@ class PrioritySync(SyncComponents):
         metrics = {k: v for k, v in state["plan_metrics"].items() if k != "sched/partitions"}
         self._layout = None  # the saved residuals belong to the saved partitions
         self._use_plan(Plan(Buckets(tuple(state["bounds"])), tuple(state["order"])), metrics)
-        self.feedback.load_state_dict(state["feedback"])
+        self.load_components_state(state)
 
 
 class ByteSchedulerSync(PrioritySync):
