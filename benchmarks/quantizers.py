@@ -32,7 +32,7 @@ from gradsync.compressors.qsgd import QSGDCompressor
 from gradsync.compressors.signsgd import SignSGDCompressor
 from gradsync.compressors.ternary import TERNARY_BITS, ternary_codes
 from gradsync.compressors.terngrad import TernGradCompressor
-from gradsync.types import Compressor
+from gradsync.types import Compressor, GroupInfo
 
 
 # ---- throughput ----------------------------------------------------------------------------
@@ -75,10 +75,10 @@ def throughput_table(repeats: int) -> str:
         "bf16": BF16Compressor(),
     }
     for name, compressor in compressors.items():
-        payload, ctx = compressor.compress(flat, name="all", step=0, sizes=sizes)
+        payload, ctx = compressor.compress(flat, group=GroupInfo.of_sizes("all", 0, sizes))
 
         def compress(c: Compressor = compressor) -> object:
-            return c.compress(flat, name="all", step=0, sizes=sizes)
+            return c.compress(flat, group=GroupInfo.of_sizes("all", 0, sizes))
 
         def decompress(c: Compressor = compressor, p: tuple = payload, x: object = ctx) -> Tensor:
             return c.decompress(p, x)

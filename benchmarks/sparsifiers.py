@@ -39,6 +39,7 @@ from gradsync.compressors.selection import layerwise_topk_indices, range_norms, 
 from gradsync.compressors.sparse import density_k
 from gradsync.compressors.threshold import ThresholdCompressor
 from gradsync.compressors.topk import TopKCompressor
+from gradsync.types import GroupInfo
 
 
 # ---- selection cost ------------------------------------------------------------------------
@@ -148,7 +149,7 @@ def throughput_table(density: float, repeats: int) -> str:
     for name, compressor in compressors.items():
 
         def roundtrip(c=compressor) -> Tensor:
-            payload, ctx = c.compress(flat, name="all", step=0, sizes=sizes)
+            payload, ctx = c.compress(flat, group=GroupInfo.of_sizes("all", 0, sizes))
             return c.decompress(payload, ctx)
 
         seconds = median_time(roundtrip, repeats)

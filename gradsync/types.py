@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -13,8 +14,72 @@ from torch.optim import Optimizer
 Payload = tuple[Tensor, ...]
 """The only thing that goes on the wire. A compressor's context stays on its worker."""
 
-Sizes = Sequence[int] | None
-"""Element counts of the tensors in a flat group of gradients; None: the group is one tensor."""
+
+@dataclass(frozen=True)
+class TensorPart:
+    """One of the model's tensors, or the run of its elements that falls in a group (a bucket
+    cut by element ranges, not at tensor boundaries)."""
+
+    index: int
+    """Position among the model's trainable tensors, in model order."""
+    shape: tuple[int, ...]
+    """The whole tensor's shape."""
+    start: int = 0
+    """First element of the run, in the tensor's flattened (row-major) order."""
+    stop: int | None = None
+    """End of the run (exclusive); None: the tensor's end."""
+
+    @property
+    def numel(self) -> int:
+        return (math.prod(self.shape) if self.stop is None else self.stop) - self.start
+
+    @property
+    def whole(self) -> bool:
+        return self.start == 0 and (self.stop is None or self.stop == math.prod(self.shape))
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """What a compressor is told about the flat group of gradients it compresses."""
+
+    name: str
+    """The group's name; a compressor's per-group state and draws are keyed by it."""
+    step: int
+    """Optimizer step."""
+    epoch: int = 0
+    parts: tuple[TensorPart, ...] = ()
+    """The tensors (or runs of them) the group is made of, in the order of its flat gradient;
+    empty: the group is one tensor with no known place in the model."""
+    model_tensors: int = 0
+    """How many trainable tensors the model has (0: unknown)."""
+
+    @classmethod
+    def of_sizes(
+        cls, name: str, step: int, sizes: Sequence[int] | None = None, *, epoch: int = 0
+    ) -> GroupInfo:
+        """A whole model's flat gradient known only by its tensors' element counts (each taken
+        as a 1-d tensor), in model order; None: a single tensor."""
+        parts = tuple(TensorPart(index, (size,)) for index, size in enumerate(sizes or ()))
+        return cls(name, step, epoch, parts, model_tensors=len(parts))
+
+    @property
+    def sizes(self) -> list[int] | None:
+        """Element counts of the group's parts; None: the group is one tensor."""
+        return [part.numel for part in self.parts] if self.parts else None
+
+    @property
+    def shapes(self) -> list[tuple[int, ...]] | None:
+        """Shapes of the group's tensors when it is made of whole tensors; None otherwise."""
+        if not self.parts or not all(part.whole for part in self.parts):
+            return None
+        return [part.shape for part in self.parts]
+
+    @property
+    def tensors_after(self) -> int:
+        """How many of the model's tensors come after the group's last one (0 when unknown)."""
+        if not self.parts or not self.model_tensors:
+            return 0
+        return self.model_tensors - 1 - max(part.index for part in self.parts)
 
 
 @runtime_checkable
@@ -33,21 +98,10 @@ class Compressor(Protocol):
         set (union top-k, CLT-k, DEFT) talk through it inside ``compress``; others ignore it."""
         ...
 
-    def compress(
-        self,
-        grad: Tensor,
-        *,
-        name: str,
-        step: int,
-        epoch: int = 0,
-        sizes: Sizes = None,
-        tensors_after: int = 0,
-    ) -> tuple[Payload, Any]:
-        """``grad`` is one flat group of tensors whose element counts are ``sizes`` (None: one
-        tensor), in model order, at optimizer ``step`` of ``epoch``. ``tensors_after``: how many
-        of the model's tensors come after the group's last (0 for a flat gradient), for methods
-        that treat the model's last layer apart (a pipelined scheduler sends it in pieces).
-        Returns what goes on the wire and a context that stays on this worker."""
+    def compress(self, grad: Tensor, *, group: GroupInfo) -> tuple[Payload, Any]:
+        """``grad`` is one flat group of gradients, described by ``group`` (its parts' element
+        counts add up to ``grad.numel()``). Returns what goes on the wire and a context that
+        stays on this worker."""
         ...
 
     def decompress(self, payload: Payload, ctx: Any) -> Tensor: ...
@@ -55,6 +109,12 @@ class Compressor(Protocol):
     def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
         """Indices whose values this payload carries; None when it carries every element."""
         ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the compressor keeps across steps (saved in checkpoints; empty when nothing)."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
 @runtime_checkable

@@ -24,7 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradsync.types import Collective, Payload, Sizes
+from gradsync.compressors.stateless import Stateless
+from gradsync.types import Collective, GroupInfo, Payload
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class DenseCtx:
     """What the values were divided by before the sum on the wire (1: not at all)."""
 
 
-class DenseCompressor:
+class DenseCompressor(Stateless):
     allreducible = True
     lossless = False
     error_feedback = False
@@ -49,9 +50,7 @@ class DenseCompressor:
     def bind(self, collective: Collective) -> None:
         self._collective = collective  # its workers are what the sum on the wire adds up
 
-    def compress(
-        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None, **_: int
-    ) -> tuple[Payload, Any]:
+    def compress(self, grad: Tensor, *, group: GroupInfo) -> tuple[Payload, Any]:
         if self.wire_dtype is None:
             return (grad,), DenseCtx(grad.dtype, 1)
         workers = 1 if self._collective is None else self._collective.world_size

@@ -24,7 +24,7 @@ from gradsync.compressors.sparse import (
     unpack_values,
     values_at,
 )
-from gradsync.types import Collective, Payload, Sizes
+from gradsync.types import Collective, GroupInfo, Payload
 
 
 def union_of_indices(indices: Tensor, numel: int, collective: Collective) -> Tensor:
@@ -89,11 +89,9 @@ class ExchangedSparsifier(UsesCollective):
         """This worker's indices (int64) into ``flat``."""
         raise NotImplementedError
 
-    def compress(
-        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None, **_: int
-    ) -> tuple[Payload, Any]:
+    def compress(self, grad: Tensor, *, group: GroupInfo) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
-        indices = self.select(flat, group_sizes(grad, sizes))
+        indices = self.select(flat, group_sizes(grad, group.sizes))
         return self.exchange.pack(flat, indices, grad.shape, self.collective)
 
     def decompress(self, payload: Payload, ctx: Any) -> Tensor:

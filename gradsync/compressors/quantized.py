@@ -21,7 +21,7 @@ from torch import Tensor
 from gradsync.compressors.bitpack import pack, unpack
 from gradsync.compressors.seeding import seeded_generator
 from gradsync.compressors.sparse import UsesCollective, group_sizes
-from gradsync.types import Payload, Sizes
+from gradsync.types import GroupInfo, Payload
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,9 @@ class PackedQuantizer(UsesCollective):
     code_offset: float
     code_unit: float
 
-    def __init__(self, *, seed: int = 0, float_last: int = 0, float_every_epochs: int = 0) -> None:
+    def __init__(self, *, seed: int = 0) -> None:
         super().__init__()
         self.seed = seed
-        self.float_last = float_last
-        self.float_every_epochs = float_every_epochs
         self._draws: Tensor | None = None  # reused: filling fresh pages costs as much as the RNG
 
     # ---- what a subclass defines ---------------------------------------------------------
@@ -72,34 +70,22 @@ class PackedQuantizer(UsesCollective):
         ``stochastic``) are uniform in [0, 1) and may be overwritten."""
         raise NotImplementedError
 
-    # ---- the shared machinery ------------------------------------------------------------
-    def _quantized_count(self, tensors: int, epoch: int, tensors_after: int) -> int:
-        """How many of the group's leading tensors are quantized; the rest (the model's last
-        ``float_last`` tensors, as far as they are in this group) stay float."""
-        every = self.float_every_epochs
-        if every > 0 and (epoch + 1) % every == 0:  # the E-th, 2E-th, ... epoch goes in float
-            return 0
-        return max(0, tensors - max(0, self.float_last - tensors_after))
+    def float_tensors(self, group: GroupInfo, tensors: int) -> int:
+        """How many of the group's ``tensors`` (its last ones) travel as floats; none unless a
+        method says otherwise."""
+        return 0
 
-    def compress(
-        self,
-        grad: Tensor,
-        *,
-        name: str,
-        step: int,
-        epoch: int = 0,
-        sizes: Sizes = None,
-        tensors_after: int = 0,
-    ) -> tuple[Payload, Any]:
+    # ---- the shared machinery ------------------------------------------------------------
+    def compress(self, grad: Tensor, *, group: GroupInfo) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
-        sizes = group_sizes(grad, sizes)
-        quantized = self._quantized_count(len(sizes), epoch, tensors_after)
+        sizes = group_sizes(grad, group.sizes)
+        quantized = len(sizes) - self.float_tensors(group, len(sizes))
         head = sum(sizes[:quantized])
         parts: list[Tensor] = []
         scales = flat.new_empty(0)
         if quantized:
             parts, scales = self.scales(list(torch.split(flat[:head], sizes[:quantized])))
-        draws = self._uniform_draws(sizes[:quantized], flat, name=name, step=step)
+        draws = self._uniform_draws(sizes[:quantized], flat, name=group.name, step=group.step)
         codes = [
             self.encode(part, scale, part_draws)
             for part, scale, part_draws in zip(parts, scales, draws, strict=True)

@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 
 from gradsync.comm.solo import SoloCollective
-from gradsync.types import Collective, Payload, Sizes
+from gradsync.compressors.stateless import Stateless
+from gradsync.types import Collective, GroupInfo, Payload
 
 
 def index_dtype(numel: int) -> torch.dtype:
@@ -60,7 +61,7 @@ def unpack_values(payload: Payload, ctx: SparseCtx) -> Tensor:
     return scatter(payload[0], ctx.indices, ctx.shape)
 
 
-class UsesCollective:
+class UsesCollective(Stateless):
     """A compressor that talks to the other workers while it selects. It starts with the world of
     one (usable on its own) until the sync strategy binds the job's collective."""
 
@@ -83,11 +84,10 @@ class AgreedIndexCompressor(UsesCollective):
         """The index set (int64, same on every worker) whose values this step sends."""
         raise NotImplementedError
 
-    def compress(
-        self, grad: Tensor, *, name: str, step: int, epoch: int = 0, sizes: Sizes = None, **_: int
-    ) -> tuple[Payload, SparseCtx]:
+    def compress(self, grad: Tensor, *, group: GroupInfo) -> tuple[Payload, SparseCtx]:
         flat = grad.reshape(-1)
-        indices = self.agree(flat, name=name, step=step, sizes=group_sizes(grad, sizes))
+        sizes = group_sizes(grad, group.sizes)
+        indices = self.agree(flat, name=group.name, step=group.step, sizes=sizes)
         return values_at(flat, indices, grad.shape)
 
     def decompress(self, payload: Payload, ctx: SparseCtx) -> Tensor:

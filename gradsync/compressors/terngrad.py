@@ -14,6 +14,7 @@ from torch import Tensor
 
 from gradsync.compressors.quantized import PackedQuantizer
 from gradsync.compressors.ternary import TERNARY_BITS, clip_by_std, local_scaler, ternary_codes
+from gradsync.types import GroupInfo
 
 CLASSIFIER_TENSORS = 2  # the logits layer's weight and bias
 
@@ -33,13 +34,21 @@ class TernGradCompressor(PackedQuantizer):
         float_every_epochs: int = 0,
         seed: int = 0,
     ) -> None:
-        super().__init__(
-            seed=seed,
-            float_last=0 if quantize_last else CLASSIFIER_TENSORS,
-            float_every_epochs=float_every_epochs,
-        )
+        super().__init__(seed=seed)
         self.clip = clip
         self.share_scalers = share_scalers
+        self.float_last = 0 if quantize_last else CLASSIFIER_TENSORS
+        """The model's last tensors that travel as floats."""
+        self.float_every_epochs = float_every_epochs
+        """Every E-th epoch goes entirely in float (0: never)."""
+
+    def float_tensors(self, group: GroupInfo, tensors: int) -> int:
+        every = self.float_every_epochs
+        if every > 0 and (group.epoch + 1) % every == 0:  # the E-th, 2E-th, ... epoch
+            return tensors
+        # The model's last ``float_last`` tensors, as far as they are in this group: its last
+        # parts when the group is laid out in model order.
+        return min(tensors, max(0, self.float_last - group.tensors_after))
 
     def scales(self, parts: list[Tensor]) -> tuple[list[Tensor], Tensor]:
         clipped = [clip_by_std(part, self.clip) for part in parts]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from gradsync.comm.solo import SoloCollective
+from gradsync.types import GroupInfo
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -158,7 +159,7 @@ def measure_wire(
         # Step 0 every time: rank 0 is then the one that decides (CLT-k's leader, DEFT's
         # planner), so what it broadcasts is real.
         payload, ctx = components.compress_with_feedback(
-            gradient.clone(), name="gradient", step=0, epoch=0, sizes=list(layer_sizes)
+            gradient.clone(), group=GroupInfo.of_sizes("gradient", 0, layer_sizes)
         )
         compressed = time.perf_counter()
         # What the compressor said while compressing (index sets, scalers), then its payload,

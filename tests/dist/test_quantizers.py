@@ -16,6 +16,7 @@ from gradsync.compressors.qsgd import QSGDCompressor
 from gradsync.compressors.signsgd import SignSGDCompressor
 from gradsync.compressors.ternary import clip_by_std
 from gradsync.compressors.terngrad import TernGradCompressor
+from gradsync.types import GroupInfo
 from tests.helpers.dist import run_world
 
 pytestmark = pytest.mark.dist
@@ -47,7 +48,7 @@ def _exchange(rank: int, world_size: int, steps: int) -> dict[str, list[dict]]:
         records = []
         for step in range(steps):
             grad = _gradient(rank, step)
-            payload, ctx = compressor.compress(grad, name="all", step=step, sizes=SIZES)
+            payload, ctx = compressor.compress(grad, group=GroupInfo.of_sizes("all", step, SIZES))
             sent = compressor.decompress(payload, ctx)
             if compressor.allreducible:
                 total = compressor.decompress(collective.all_reduce(payload), ctx)

@@ -24,6 +24,7 @@ from gradsync.compressors.selection import range_norms
 from gradsync.compressors.threshold import ThresholdCompressor
 from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.residual import ResidualFeedback
+from gradsync.types import GroupInfo
 from tests.helpers.dist import run_world
 
 pytestmark = pytest.mark.dist
@@ -63,7 +64,7 @@ def _run(
         records = []
         for step in range(steps):
             compensated = feedback.compensate(_gradient(rank, step, sizes, identical), name="g")
-            payload, ctx = compressor.compress(compensated, name="g", step=step, sizes=sizes)
+            payload, ctx = compressor.compress(compensated, group=GroupInfo.of_sizes("g", step, sizes))
             transmitted = compressor.decompress(payload, ctx)
             feedback.update(compensated, transmitted, name="g")
             own = compressor.selected(payload, ctx)

@@ -9,12 +9,13 @@ from gradsync.compressors.none import NoneCompressor
 from gradsync.compressors.randomk import RandomKCompressor
 from gradsync.feedback.none import NoneFeedback
 from gradsync.feedback.residual import ResidualFeedback
+from gradsync.types import GroupInfo
 
 
 def test_none_is_exact_and_dense():
     grad = torch.randn(37)
     c = NoneCompressor()
-    payload, ctx = c.compress(grad, name="w", step=3)
+    payload, ctx = c.compress(grad, group=GroupInfo("w", 3))
     assert torch.equal(c.decompress(payload, ctx), grad)
     assert c.selected(payload, ctx) is None and c.density == 1.0
 
@@ -23,7 +24,7 @@ def test_none_is_exact_and_dense():
 def test_randomk_keeps_exactly_k_distinct_elements(density):
     grad = torch.randn(5000)
     c = RandomKCompressor(density=density, seed=1)
-    payload, ctx = c.compress(grad, name="w", step=0)
+    payload, ctx = c.compress(grad, group=GroupInfo("w", 0))
     idx = c.selected(payload, ctx)
     k = max(1, int(density * grad.numel()))
     assert idx.numel() == k == idx.unique().numel() == payload[0].numel()
@@ -36,7 +37,7 @@ def test_randomk_keeps_exactly_k_distinct_elements(density):
 
 def test_randomk_indices_depend_on_seed_step_and_name_only():
     grad = torch.randn(1000)
-    pick = lambda c, **kw: c.selected(*c.compress(grad, **kw))  # noqa: E731
+    pick = lambda c, **kw: c.selected(*c.compress(grad, group=GroupInfo(**kw)))  # noqa: E731
     a, b = RandomKCompressor(density=0.05, seed=7), RandomKCompressor(density=0.05, seed=7)
     assert torch.equal(pick(a, name="w", step=4), pick(b, name="w", step=4))
     assert not torch.equal(pick(a, name="w", step=4), pick(a, name="w", step=5))
@@ -52,7 +53,7 @@ def test_residual_feedback_invariant_and_state():
     grad = torch.randn(200)
     compensated = fb.compensate(grad, name="w")
     assert torch.equal(compensated, grad)  # nothing remembered yet
-    transmitted = c.decompress(*c.compress(compensated, name="w", step=0))
+    transmitted = c.decompress(*c.compress(compensated, group=GroupInfo("w", 0)))
     fb.update(compensated, transmitted, name="w")
     residual = fb.state_dict()["w"]
     torch.testing.assert_close(compensated, transmitted + residual)  # nothing is lost

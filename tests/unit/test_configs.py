@@ -17,7 +17,7 @@ from gradsync.config.discovery import group_options
 from gradsync.config.instantiate import build
 from gradsync.config.schema import TrainConfig
 from gradsync.data.spec import DataSpec
-from gradsync.types import Compressor, ErrorFeedback
+from gradsync.types import Compressor, ErrorFeedback, GroupInfo
 from tests.helpers.datagen import generators
 
 OPTIONS = [(g, o) for g, opts in group_options().items() for o in opts]
@@ -66,7 +66,7 @@ def _compressor(cfg: DictConfig, typed: TrainConfig) -> None:
     compressor = build(cfg.compressor, path="compressor")
     assert isinstance(compressor, Compressor)
     grad = torch.randn(1000)
-    payload, ctx = compressor.compress(grad, name="t", step=0)
+    payload, ctx = compressor.compress(grad, group=GroupInfo("t", 0))
     out = compressor.decompress(payload, ctx)
     assert out.shape == grad.shape and out.dtype == grad.dtype
     if compressor.lossless:

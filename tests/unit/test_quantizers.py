@@ -20,6 +20,7 @@ from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback import auto
 from gradsync.feedback.none import NoneFeedback
 from gradsync.feedback.residual import ResidualFeedback
+from gradsync.types import GroupInfo
 
 SIZES = [301, 50, 97, 7, 70, 10]  # the last two: a 7x10 classifier's weight and bias
 NUMEL = sum(SIZES)
@@ -36,7 +37,9 @@ def _parts(flat: torch.Tensor) -> list[torch.Tensor]:
 
 
 def _round_trip(compressor, grad, *, step=0, epoch=0):
-    payload, ctx = compressor.compress(grad, name="all", step=step, epoch=epoch, sizes=SIZES)
+    payload, ctx = compressor.compress(
+        grad, group=GroupInfo.of_sizes("all", step, SIZES, epoch=epoch)
+    )
     return payload, ctx, compressor.decompress(payload, ctx)
 
 
@@ -194,7 +197,9 @@ def test_signsgd_with_error_feedback_conserves_the_gradient():
         grad = _gradient(step)
         produced += grad
         compensated = feedback.compensate(grad, name="all")
-        payload, ctx = compressor.compress(compensated, name="all", step=step, sizes=SIZES)
+        payload, ctx = compressor.compress(
+            compensated, group=GroupInfo.of_sizes("all", step, SIZES)
+        )
         transmitted = compressor.decompress(payload, ctx)
         feedback.update(compensated, transmitted, name="all")
         sent += transmitted
@@ -224,7 +229,7 @@ def test_zero_gradient_gives_zero(name):
 def test_lengths_that_do_not_fill_the_last_byte(name, numel):
     grad = torch.linspace(-1, 1, numel)
     compressor = QUANTIZERS[name]()
-    payload, ctx = compressor.compress(grad, name="g", step=0)
+    payload, ctx = compressor.compress(grad, group=GroupInfo("g", 0))
     out = compressor.decompress(payload, ctx)
     assert out.shape == grad.shape
     assert torch.all(out * grad >= 0) or name == "signsgd"

@@ -26,6 +26,7 @@ from gradsync.compressors.threshold import ThresholdCompressor
 from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.residual import ResidualFeedback
 from gradsync.schedulers.allreduce.allreduce import AllreduceSync
+from gradsync.types import GroupInfo
 
 SIZES = [300, 20, 500, 7, 173]  # a "model" of five tensors
 
@@ -38,7 +39,7 @@ def _grad(seed: int = 0) -> torch.Tensor:
 
 
 def _selected(compressor, grad: torch.Tensor, step: int = 0) -> torch.Tensor:
-    payload, ctx = compressor.compress(grad, name="g", step=step, sizes=SIZES)
+    payload, ctx = compressor.compress(grad, group=GroupInfo.of_sizes("g", step, SIZES))
     return torch.sort(compressor.selected(payload, ctx)).values
 
 
@@ -79,7 +80,9 @@ def test_layer_scope_takes_k_l_in_every_tensor():
 
 def test_allgather_payload_is_values_and_narrow_indices():
     grad = _grad()
-    payload, _ = TopKCompressor(density=0.05, exchange="allgather").compress(grad, name="g", step=0)
+    payload, _ = TopKCompressor(density=0.05, exchange="allgather").compress(
+        grad, group=GroupInfo("g", 0)
+    )
     values, indices = payload
     assert indices.dtype == torch.int32  # 4 bytes per index on the wire, not 8
     torch.testing.assert_close(values, grad[indices.long()])
@@ -128,7 +131,7 @@ def test_error_feedback_conserves_the_compensated_gradient(name):
     for step in range(3):
         grad = _grad(step)
         compensated = feedback.compensate(grad, name="g")
-        payload, ctx = compressor.compress(compensated, name="g", step=step, sizes=SIZES)
+        payload, ctx = compressor.compress(compensated, group=GroupInfo.of_sizes("g", step, SIZES))
         transmitted = compressor.decompress(payload, ctx)
         feedback.update(compensated, transmitted, name="g")
         residual = feedback.state_dict()["g"]
@@ -145,7 +148,7 @@ def test_threshold_above_every_gradient_sends_nothing_and_memory_sums_the_gradie
         grad = _grad(step)
         total += grad
         compensated = feedback.compensate(grad, name="g")
-        payload, ctx = compressor.compress(compensated, name="g", step=step, sizes=SIZES)
+        payload, ctx = compressor.compress(compensated, group=GroupInfo.of_sizes("g", step, SIZES))
         feedback.update(compensated, compressor.decompress(payload, ctx), name="g")
     torch.testing.assert_close(feedback.state_dict()["g"], total)
 

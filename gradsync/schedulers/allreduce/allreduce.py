@@ -28,7 +28,7 @@ class AllreduceSync(ExchangeEngine):
         self.use_plan((len(self._params),))  # every tensor, launched by step()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"feedback": self.feedback.state_dict()}
+        return self.components_state()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.feedback.load_state_dict(state["feedback"])
+        self.load_components_state(state)

@@ -62,7 +62,7 @@ from gradsync.schedulers.engine.profiling import median_seconds
 from gradsync.schedulers.engine.queued_collective import QueuedCollective
 from gradsync.schedulers.engine.residuals import bucket_name, rebucket_residuals
 from gradsync.schedulers.registry import require_allreducible
-from gradsync.types import Collective, Payload, SyncStats
+from gradsync.types import Collective, GroupInfo, Payload, SyncStats
 
 log = logging.getLogger("gradsync")
 
@@ -310,13 +310,9 @@ class DeftSync(ExchangeEngine):
             flat = gradient.flat[self.buckets.slice(bucket)]
             if self._profile is not None:
                 self._local[self.buckets.slice(bucket)] = flat
-            payload, ctx = self.compress_with_feedback(
-                flat,
-                name=bucket_name(bucket),
-                step=self._step,
-                epoch=self._epoch,
-                sizes=[flat.numel()],
-            )
+            # A bucket is an element range of the flat gradient, compressed as one tensor.
+            info = GroupInfo(name=bucket_name(bucket), step=self._step, epoch=self._epoch)
+            payload, ctx = self.compress_with_feedback(flat, group=info)
             slow = tag == CURRENT and bucket in self._plan_now.slow
             finish = self._links[1 if slow else 0].issue_all_reduce(payload)
             self._launched_sends[2 * bucket + tag] = _Send(finish, flat, ctx)
@@ -540,7 +536,7 @@ class DeftSync(ExchangeEngine):
         self._settle()  # the buffers saved must hold every sum
         queues = self._queues
         return {
-            "feedback": self.feedback.state_dict(),
+            **self.components_state(),
             "times": asdict(self.times) if self.times is not None else None,
             "capacity_scale": self._metrics.get("sched/capacity_scale", 1.0),
             "preserver_ratio": self._metrics.get("sched/preserver_ratio"),
@@ -573,6 +569,6 @@ class DeftSync(ExchangeEngine):
             if q["current"] is not None:
                 current = q["current"]
                 self._queues.current = Gradient(list(current["iterations"]), set(current["unsent"]))
-        self.feedback.load_state_dict(state["feedback"])
+        self.load_components_state(state)
         self._current.flat.copy_(state["current"])
         self._future.flat.copy_(state["future"])

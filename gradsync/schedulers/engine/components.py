@@ -3,7 +3,7 @@ collective, an error-feedback memory, and the clock its timings are read from.""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
-from gradsync.types import Collective, Compressor, ErrorFeedback, Payload
+from gradsync.types import Collective, Compressor, ErrorFeedback, GroupInfo, Payload
 
 
 class SyncComponents:
@@ -37,18 +37,23 @@ class SyncComponents:
     def flush(self) -> None:
         """Nothing is left in flight after ``step`` unless a scheduler says otherwise."""
 
-    def compress_with_feedback(
-        self, flat: Tensor, *, name: str, step: int, epoch: int, **layout: Any
-    ) -> tuple[Payload, Any]:
-        """Compensate ``flat`` with its error-feedback residual, compress it, and keep what the
-        compression left out as the new residual. ``layout``: ``sizes`` and ``tensors_after``
-        as the compressor takes them."""
-        compensated = self.feedback.compensate(flat, name=name)
-        payload, ctx = self.compressor.compress(
-            compensated, name=name, step=step, epoch=epoch, **layout
-        )
-        self.feedback.update(compensated, self.compressor.decompress(payload, ctx), name=name)
+    def compress_with_feedback(self, flat: Tensor, *, group: GroupInfo) -> tuple[Payload, Any]:
+        """Compensate ``flat`` (the gradients of ``group``) with its error-feedback residual,
+        compress it, and keep what the compression left out as the new residual."""
+        compensated = self.feedback.compensate(flat, name=group.name)
+        payload, ctx = self.compressor.compress(compensated, group=group)
+        transmitted = self.compressor.decompress(payload, ctx)
+        self.feedback.update(compensated, transmitted, name=group.name)
         return payload, ctx
+
+    # ---- checkpoints: what every scheduler saves with its own state --------------------------
+    def components_state(self) -> dict[str, Any]:
+        return {"feedback": self.feedback.state_dict(), "compressor": self.compressor.state_dict()}
+
+    def load_components_state(self, state: Mapping[str, Any]) -> None:
+        self.feedback.load_state_dict(state["feedback"])
+        # A checkpoint written before compressors kept state has none.
+        self.compressor.load_state_dict(state.get("compressor", {}))
 
 
 def mark_stepped(optimizer: Optimizer) -> None:

@@ -30,9 +30,10 @@ from gradsync.algorithms.merge_plans import Plan, check_plan, groups_of
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
 from gradsync.schedulers.engine.components import SyncComponents, gradient_of
+from gradsync.schedulers.engine.group_info import whole_parts
 from gradsync.schedulers.engine.queued_collective import AGREE, QueuedCollective
 from gradsync.schedulers.engine.step_timer import StepTimer
-from gradsync.types import Collective, Compressor, ErrorFeedback, Payload, SyncStats
+from gradsync.types import Collective, Compressor, ErrorFeedback, GroupInfo, Payload, SyncStats
 
 
 class EngineParts(TypedDict):
@@ -133,14 +134,14 @@ class ExchangeEngine(SyncComponents):
         profiled = self.clock() if self.profiling else 0.0
         members = model_order(self._groups[group])
         flat = torch.cat([gradient_of(self._params[i]) for i in members])
-        payload, ctx = self.compress_with_feedback(
-            flat,
+        info = GroupInfo(
             name=self.group_name(group),
             step=self._step,
             epoch=self._epoch,
-            sizes=[self._params[i].numel() for i in members],
-            tensors_after=min(members),  # backward index = tensors after it in the model
+            parts=whole_parts(self._params, members),
+            model_tensors=len(self._params),
         )
+        payload, ctx = self.compress_with_feedback(flat, group=info)
         exchange = self._comm.submit(partial(self._exchange, payload), inputs=payload)
         self._launched[group] = _Launched(exchange, ctx, flat)
         end = self._timer.mark()

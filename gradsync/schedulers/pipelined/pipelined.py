@@ -177,7 +177,7 @@ class PipelinedSync(ExchangeEngine):
     # ---- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {
-            "feedback": self.feedback.state_dict(),
+            **self.components_state(),
             "plan": list(self._plan),
             "planned": self._planned,
             "plan_metrics": dict(self._plan_metrics),
@@ -188,6 +188,6 @@ class PipelinedSync(ExchangeEngine):
         metrics = {k: v for k, v in state["plan_metrics"].items() if k != "sched/groups"}
         self._plan = ()
         self._use_plan(tuple(state["plan"]), metrics, planned=state["planned"])
-        self.feedback.load_state_dict(state["feedback"])
+        self.load_components_state(state)
         if self._planned:
             self._stop_profiling()

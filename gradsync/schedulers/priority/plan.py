@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gradsync.schedulers.engine.buckets import Buckets
+from gradsync.schedulers.engine.group_info import bucket_parts
 
 
 @dataclass(frozen=True)
@@ -30,19 +31,18 @@ def input_first(buckets: Buckets) -> Plan:
 class Layout:
     """What the hooks need to know about a plan, computed once per plan."""
 
-    def __init__(self, plan: Plan, sizes: Sequence[int]) -> None:
+    def __init__(self, plan: Plan, shapes: Sequence[tuple[int, ...]]) -> None:
         self.plan = plan
         self.buckets = plan.buckets
         count = len(plan.buckets)
         self.rank = [0] * count  # position of each partition in the send order
         for position, bucket in enumerate(plan.order):
             self.rank[bucket] = position
-        overlaps = plan.buckets.overlaps(sizes)
-        self.buckets_of = [[b for b, _ in parts] for parts in overlaps]
-        self.pieces: list[list[int]] = [[] for _ in range(count)]
-        self.after = [len(sizes)] * count
-        for tensor, parts in enumerate(overlaps):
-            for bucket, elements in parts:
-                self.pieces[bucket].append(elements)
-                self.after[bucket] = min(self.after[bucket], tensor)
-        self.tensors_in = [len(p) for p in self.pieces]
+        # The flat gradient is in backward order: tensor t is the model's (last - t).
+        model_index = range(len(shapes) - 1, -1, -1)
+        self.parts = bucket_parts(plan.buckets, shapes, model_index)
+        self.buckets_of: list[list[int]] = [[] for _ in shapes]
+        for bucket, parts in enumerate(self.parts):
+            for part in parts:
+                self.buckets_of[len(shapes) - 1 - part.index].append(bucket)
+        self.tensors_in = [len(p) for p in self.parts]

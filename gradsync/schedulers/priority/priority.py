@@ -61,7 +61,7 @@ from gradsync.schedulers.priority.config import CREDIT
 from gradsync.schedulers.priority.deferred import hyperparameters, using
 from gradsync.schedulers.priority.plan import Layout, Plan
 from gradsync.schedulers.registry import require_allreducible
-from gradsync.types import Collective, Payload, SyncStats
+from gradsync.types import Collective, GroupInfo, Payload, SyncStats
 
 T = TypeVar("T")
 SEND_LOG = 10_000  # sends remembered for ``send_log``
@@ -206,7 +206,7 @@ class PrioritySync(SyncComponents):
             )
         if self._layout is not None and plan.buckets != self._layout.buckets:
             self._rebucket_residuals(self._layout.buckets, plan.buckets)
-        self._layout = Layout(plan, self._sizes)
+        self._layout = Layout(plan, [tuple(p.shape) for p in self._params])
         self._plan_metrics = {"sched/partitions": float(len(plan.buckets)), **(metrics or {})}
 
     def _rebucket_residuals(self, old: Buckets, new: Buckets) -> None:
@@ -328,14 +328,14 @@ class PrioritySync(SyncComponents):
         start = self._timer.mark()
         layout, name = r.layout, _name(bucket)
         part = r.flat[layout.buckets.slice(bucket)]
-        payload, ctx = self.compress_with_feedback(
-            part,
+        info = GroupInfo(
             name=name,
             step=r.step,
             epoch=r.epoch,
-            sizes=layout.pieces[bucket],  # the pieces as laid out in the partition
-            tensors_after=layout.after[bucket],
+            parts=layout.parts[bucket],  # the runs of tensors as laid out in the partition
+            model_tensors=len(layout.buckets_of),
         )
+        payload, ctx = self.compress_with_feedback(part, group=info)
         r.payloads[bucket], r.ctxs[bucket] = payload, ctx
         selected = self.compressor.selected(payload, ctx)
         self._selected += part.numel() if selected is None else selected.numel()
@@ -543,7 +543,7 @@ class PrioritySync(SyncComponents):
     def state_dict(self) -> dict[str, Any]:
         plan = self.plan
         return {
-            "feedback": self.feedback.state_dict(),
+            **self.components_state(),
             "bounds": list(plan.buckets.bounds),
             "order": list(plan.order),
             "plan_metrics": dict(self._plan_metrics),
@@ -554,7 +554,7 @@ class PrioritySync(SyncComponents):
         metrics = {k: v for k, v in state["plan_metrics"].items() if k != "sched/partitions"}
         self._layout = None  # the saved residuals belong to the saved partitions
         self._use_plan(Plan(Buckets(tuple(state["bounds"])), tuple(state["order"])), metrics)
-        self.feedback.load_state_dict(state["feedback"])
+        self.load_components_state(state)
 
 
 def _name(bucket: int) -> str:

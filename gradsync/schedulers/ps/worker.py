@@ -20,11 +20,12 @@ from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.engine.comm_thread import CommThread
 from gradsync.schedulers.engine.components import SyncComponents, flat_gradient, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts
+from gradsync.schedulers.engine.group_info import bucket_parts
 from gradsync.schedulers.engine.queued_collective import AGREE, start_comm
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.ps.layout import CLOCKS, PULL, Shards
 from gradsync.schedulers.ps.messages import send_payload
-from gradsync.types import Collective, Compressor, Payload, SyncStats
+from gradsync.types import Collective, Compressor, GroupInfo, Payload, SyncStats
 
 
 class PsSync(SyncComponents):
@@ -56,13 +57,9 @@ class PsSync(SyncComponents):
         sizes = [p.numel() for p in self._params]
         workers = self.collective.world_size
         self._shards = Shards.even(sum(sizes), self._servers.world_size - workers, workers)
-        # Each shard's pieces of tensors (model order), as compressors take a group's layout.
-        self._pieces: list[list[int]] = [[] for _ in range(self._shards.servers)]
-        self._after = [0] * self._shards.servers
-        for tensor, parts in enumerate(Buckets(self._shards.bounds).overlaps(sizes)):
-            for shard, count in parts:
-                self._pieces[shard].append(count)
-                self._after[shard] = len(sizes) - tensor - 1
+        # Each shard's runs of tensors (model order), as compressors take a group's layout.
+        shapes = [tuple(p.shape) for p in self._params]
+        self._parts = bucket_parts(Buckets(self._shards.bounds), shapes, range(len(shapes)))
 
     def begin(self, *, step: int, epoch: int = 0) -> None:
         return None  # everything happens after backward
@@ -76,11 +73,13 @@ class PsSync(SyncComponents):
         payloads = [
             self.compress_with_feedback(
                 flat[shards.slice(s)],
-                name=f"shard{s}",
-                step=step,
-                epoch=epoch,
-                sizes=self._pieces[s],
-                tensors_after=self._after[s],
+                group=GroupInfo(
+                    name=f"shard{s}",
+                    step=step,
+                    epoch=epoch,
+                    parts=self._parts[s],
+                    model_tensors=len(self._params),
+                ),
             )
             for s in range(shards.servers)
         ]
@@ -136,10 +135,10 @@ class PsSync(SyncComponents):
         return pulled
 
     def state_dict(self) -> dict[str, Any]:
-        return {"feedback": self.feedback.state_dict()}
+        return self.components_state()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.feedback.load_state_dict(state["feedback"])
+        self.load_components_state(state)
 
 
 def _density(compressor: Compressor, payloads: list[tuple[Payload, Any]], numel: int) -> float:
