@@ -58,7 +58,7 @@ def test_residuals_follow_their_elements_into_new_buckets():
     feedback = ResidualFeedback()
     old, new = Buckets((0, 3, 5)), Buckets((0, 2, 4, 5))
     feedback.load_state_dict({bucket_name(0): torch.tensor([1.0, 2.0, 3.0])})  # bucket 1: none
-    rebucket_residuals(feedback, old, new, dtype=torch.float32)
+    rebucket_residuals(feedback, old, new, like=torch.zeros(1))
     state = feedback.state_dict()
     assert sorted(state) == [bucket_name(b) for b in range(3)]
     assert torch.equal(

@@ -248,7 +248,7 @@ class DeftSync(ExchangeEngine):
 
     def _rebucket_residuals(self, buckets: Buckets) -> None:
         """Error-feedback residuals are kept per bucket: carry them over to new bounds."""
-        rebucket_residuals(self.feedback, self.buckets, buckets, dtype=self._params[0].dtype)
+        rebucket_residuals(self.feedback, self.buckets, buckets, like=self._params[0])
 
     # ---- one step -----------------------------------------------------------------------------
     def begin(self, *, step: int, epoch: int = 0) -> None:

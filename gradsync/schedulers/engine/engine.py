@@ -113,11 +113,13 @@ class ExchangeEngine(SyncComponents):
         if not state:
             return
         sizes = self.sizes()
+        like = self._params[0]  # a group without a residual yet has none: zeros where it lives
         per_tensor: dict[int, Tensor] = {}
         for g, group in enumerate(self._groups):  # still the old plan's
             order = model_order(group)
             numel = sum(sizes[i] for i in order)
-            residual = state.get(self.group_name(g), torch.zeros(numel)).reshape(-1)
+            missing = torch.zeros(numel, dtype=like.dtype, device=like.device)
+            residual = state.get(self.group_name(g), missing).reshape(-1)
             per_tensor.update(zip(order, residual.split([sizes[i] for i in order]), strict=True))
         self.feedback.load_state_dict(
             {

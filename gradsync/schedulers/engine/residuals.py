@@ -21,17 +21,19 @@ def rebucket_residuals(
     old: Buckets,
     new: Buckets,
     *,
-    dtype: torch.dtype,
+    like: torch.Tensor,
     name: Callable[[int], str] = bucket_name,
 ) -> None:
     """Residuals named ``name(b)`` for ``old``'s buckets become ``new``'s; a bucket with no
-    residual yet counts as zeros of ``dtype``."""
+    residual yet counts as zeros of ``like``'s dtype, on its device."""
     state = feedback.state_dict()
     if not state:
         return
     flat = torch.cat(
         [
-            state.get(name(b), torch.zeros(old.numel(b), dtype=dtype)).reshape(-1)
+            state.get(
+                name(b), torch.zeros(old.numel(b), dtype=like.dtype, device=like.device)
+            ).reshape(-1)
             for b in range(len(old))
         ]
     )

@@ -56,6 +56,7 @@ from gradsync.schedulers.engine.comm_thread import CommThread, Job
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts, step_stats
 from gradsync.schedulers.engine.queued_collective import QueuedCollective
+from gradsync.schedulers.engine.residuals import rebucket_residuals
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.priority.config import CREDIT
 from gradsync.schedulers.priority.deferred import hyperparameters, using
@@ -210,17 +211,7 @@ class PrioritySync(SyncComponents):
         self._plan_metrics = {"sched/partitions": float(len(plan.buckets)), **(metrics or {})}
 
     def _rebucket_residuals(self, old: Buckets, new: Buckets) -> None:
-        state = self.feedback.state_dict()
-        if not state:
-            return
-        like = self._params[0]
-        flat = torch.cat(
-            [
-                state.get(_name(b), torch.zeros(old.numel(b), dtype=like.dtype)).reshape(-1)
-                for b in range(len(old))
-            ]
-        )
-        self.feedback.load_state_dict({_name(b): flat[new.slice(b)] for b in range(len(new))})
+        rebucket_residuals(self.feedback, old, new, like=self._params[0], name=_name)
 
     @property
     def plan(self) -> Plan:
@@ -406,6 +397,7 @@ class PrioritySync(SyncComponents):
 
     def flush(self) -> None:
         self._apply(range(len(self._params)), timed=False)  # not part of any step's figures
+        self._check_comm()  # a failure after the last partition landed is not lost
 
     def _apply_in_forward(self, tensors: Iterable[int]) -> None:
         with self._timer.span("in_forward"):
