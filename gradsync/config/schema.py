@@ -110,8 +110,7 @@ class TrainerConfig:
     """Run the servers on worker 0's host (under runner=netem: in its network namespace, so
     they share its link) instead of on hosts of their own."""
     processes: int = II(
-        "gradsync.processes:${trainer.workers},${trainer.servers},"
-        "${oc.select:scheduler.parameter_server,false}"
+        "gradsync.processes:${trainer.workers},${trainer.servers},${gradsync.parameter_server:}"
     )
     """Processes a runner starts: the workers, then the servers (ranks workers..). Derived."""
 
@@ -218,6 +217,15 @@ def _per_node(workers: int, nodes: int) -> int:
     return int(workers) // int(nodes)
 
 
+def _parameter_server(*, _root_: Any) -> bool:
+    """Whether the composed job's scheduler runs servers besides the workers (its registry
+    entry says; False while no scheduler is chosen)."""
+    from gradsync.schedulers.registry import spec_of
+
+    scheduler = _root_.get("scheduler")
+    return scheduler is not None and spec_of(scheduler).capabilities.parameter_server
+
+
 def _processes(workers: int, servers: int, parameter_server: bool) -> int:
     return int(workers) + (int(servers) if parameter_server else 0)
 
@@ -233,6 +241,7 @@ def register_schemas() -> None:
     resolvers configs use."""
     # Tasks per node of a multi-node job: ${gradsync.per_node:${trainer.workers},${runner.nodes}}
     OmegaConf.register_new_resolver("gradsync.per_node", _per_node, replace=True)
+    OmegaConf.register_new_resolver("gradsync.parameter_server", _parameter_server, replace=True)
     OmegaConf.register_new_resolver("gradsync.processes", _processes, replace=True)
     OmegaConf.register_new_resolver("gradsync.colocated", _colocated, replace=True)
     store = ConfigStore.instance()

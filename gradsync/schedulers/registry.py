@@ -232,10 +232,16 @@ def spec_of(options: Any) -> SchedulerSpec:
     raise ValueError(f"no scheduler has the options {kind!r}")
 
 
+def _cannot_sum(scheduler: str, compressor: Any) -> bool:
+    """The one rule: a scheduler that sums payloads on the wire needs a compressor whose
+    payloads add up (which can depend on its settings: ``exchange``)."""
+    return SCHEDULERS[scheduler].capabilities.allreduces and not compressor.allreducible
+
+
 def allreducible_problem(scheduler: str, compressor_name: str, compressor: Any) -> str | None:
-    """Why ``compressor`` cannot go with ``scheduler``, if the scheduler sums payloads and the
-    compressor's do not add up (they depend on its settings: ``exchange``); else None."""
-    if not SCHEDULERS[scheduler].capabilities.allreduces or compressor.allreducible:
+    """Why ``compressor`` cannot go with ``scheduler`` (``_cannot_sum``), as the config checks
+    say it; else None."""
+    if not _cannot_sum(scheduler, compressor):
         return None
     return (
         f"scheduler={scheduler} all-reduces, but compressor={compressor_name} all-gathers its "
@@ -244,9 +250,9 @@ def allreducible_problem(scheduler: str, compressor_name: str, compressor: Any) 
 
 
 def require_allreducible(scheduler: str, sums: str, compressor: Any) -> None:
-    """For an engine built directly (not from a checked config): ValueError unless the
-    compressor's payloads add up, as summing ``sums`` needs."""
-    if not compressor.allreducible:
+    """For an engine built directly (not from a checked config): ValueError if
+    ``_cannot_sum``, naming what the scheduler sums (``sums``)."""
+    if _cannot_sum(scheduler, compressor):
         raise ValueError(
             f"scheduler={scheduler} all-reduces {sums}, so it needs a compressor whose payloads "
             f"add up: {ALLREDUCIBLE_COMPRESSORS}"

@@ -147,7 +147,7 @@ class NetemRunnerConfig(LocalRunnerConfig):
     _target_: str = "runners.netem.NetemRunner"
     colocated: int = II(
         "gradsync.colocated:${trainer.servers},${trainer.colocate_server},"
-        "${oc.select:scheduler.parameter_server,false}"
+        "${gradsync.parameter_server:}"
     )
     """Parameter servers placed in worker 0's namespace (trainer.colocate_server). Derived."""
     bandwidth: str = "1gbit"

@@ -9,40 +9,34 @@ from gradsync.config.schema import require
 from gradsync.schedulers.options import SchedulerOptions, option
 
 UMAX_FORMULAS = ("paper", "corrected")  # OSP's U_max: as printed, or with losses slowing it
+UMAX_FORMULA = "corrected"
+MAX_UNIMPORTANT = 0.8  # the paper's 80% cap on the unimportant layers' share of the model
 
 
 @dataclass
 class _ParameterServerConfig(SchedulerOptions):
     _target_: str = "gradsync.schedulers.ps.worker.PsSync"
-    parameter_server: bool = True
-    """Runs trainer.servers server processes besides the workers (fixed for these schedulers)."""
-    server: str = "gradsync.schedulers.ps.server.serve_shards"
+    server: str = "gradsync.schedulers.ps.server.serve_bulk_synchronous"
     """The servers' loop (fixed by the scheduler)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(
-            self.parameter_server,
-            "scheduler.parameter_server is fixed for parameter-server schedulers",
-        )
 
 
 @dataclass
 class PsBspConfig(_ParameterServerConfig):
-    protocol: str = "bsp"
     """Every step the servers average all workers' gradients, then everyone pulls."""
 
 
 @dataclass
 class AspConfig(_ParameterServerConfig):
-    protocol: str = "stale"
+    _target_: str = "gradsync.schedulers.ps.worker.StalePsSync"
+    server: str = "gradsync.schedulers.ps.server.serve_stale"
     staleness: int | None = None
     """No bound: a worker never waits for the others."""
 
 
 @dataclass
 class SspConfig(_ParameterServerConfig):
-    protocol: str = "stale"
+    _target_: str = "gradsync.schedulers.ps.worker.StalePsSync"
+    server: str = "gradsync.schedulers.ps.server.serve_stale"
     staleness: int = option(3, at_least=0)
     """A worker that has pushed c gradients waits until the slowest has pushed c − staleness."""
 
@@ -51,11 +45,10 @@ class SspConfig(_ParameterServerConfig):
 class OspConfig(_ParameterServerConfig):
     _target_: str = "gradsync.schedulers.ps.osp.OspSync"
     server: str = "gradsync.schedulers.ps.osp_server.serve_osp"
-    protocol: str = "osp"
-    max_unimportant: float = 0.8
+    max_unimportant: float = MAX_UNIMPORTANT
     """Cap on the unimportant layers' bytes, as a fraction of the model (the paper's 80%);
     0 makes OSP exactly ps_bsp."""
-    umax_formula: str = option("corrected", choices=UMAX_FORMULAS)
+    umax_formula: str = option(UMAX_FORMULA, choices=UMAX_FORMULAS)
     """U_max = b·T_c/(N·(1+lr)) (corrected) or b(1+lr)·T_c/N (paper); equal without loss."""
     loss_rate: float = 0.0
     """The link's packet-loss rate in U_max."""

@@ -43,6 +43,7 @@ from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.engine.queued_collective import start_comm
 from gradsync.schedulers.engine.step_timer import StepTimer
+from gradsync.schedulers.ps.config import MAX_UNIMPORTANT, UMAX_FORMULA
 from gradsync.schedulers.ps.groups import background
 from gradsync.schedulers.ps.layout import PULL, PUSH
 from gradsync.types import Collective, SyncStats
@@ -63,13 +64,11 @@ class OspSync(SyncComponents):
     def __init__(
         self,
         *,
-        protocol: str = "osp",
-        max_unimportant: float = 0.8,
-        umax_formula: str = "corrected",
+        max_unimportant: float = MAX_UNIMPORTANT,
+        umax_formula: str = UMAX_FORMULA,
         loss_rate: float = 0.0,
         bandwidth: str | None = None,
         budget: float | None = None,
-        parameter_server: bool = True,
         server: str | None = None,
         **parts: Unpack[EngineParts],
     ) -> None:

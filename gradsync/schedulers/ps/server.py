@@ -3,9 +3,10 @@ global parameters as one flat tensor with the job's optimizer (SGD and Adam upda
 independently, so a flat shard steps exactly as the per-tensor parameters would), and the LR
 schedule of the workers' step count.
 
-* ``bsp``: every step, a gradient from every worker; their mean is applied once; every worker
-  gets the new parameters. The same trajectory as an all-reduce of the mean gradient.
-* ``stale`` (``asp`` with no bound, ``ssp`` with ``staleness`` s): gradients are taken in the
+* ``serve_bulk_synchronous`` (``ps_bsp``): every step, a gradient from every worker; their
+  mean is applied once; every worker gets the new parameters. The same trajectory as an
+  all-reduce of the mean gradient.
+* ``serve_stale`` (``asp`` with no bound, ``ssp`` with ``staleness`` s): gradients are taken in the
   order they arrive and each is applied at once (w ← w − (η/N)·g_w: SPECS writes η·g_w with a
   per-worker rate; with the global-batch ``trainer.lr`` every scheduler shares, N pushes then
   move as far as one BSP step). A worker that has pushed c
@@ -73,10 +74,20 @@ class Serving:
     link_mbit: float | None = None
 
 
-def serve_shards(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
-    """ps_bsp, asp and ssp: this server's shard, averaged per step (bsp) or applied as each
-    gradient arrives (stale)."""
-    server, total_steps, after_step = job.server, job.total_steps, job.after_step
+def serve_bulk_synchronous(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
+    """ps_bsp: this server's shard, stepped once a step by the mean of every worker's gradient."""
+    _shard_loop(cfg, model, job).bulk_synchronous(job.after_step)
+
+
+def serve_stale(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
+    """asp and ssp: this server's shard, stepped by each gradient as it arrives, within
+    ``scheduler.staleness`` steps of the slowest worker (None: no bound)."""
+    _shard_loop(cfg, model, job).stale(cfg.scheduler.staleness)
+
+
+def _shard_loop(cfg: DictConfig, model: nn.Module, job: Serving) -> _ShardLoop:
+    """This server's shard of the global parameters with the job's optimizer, and its links."""
+    server, total_steps = job.server, job.total_steps
     params = [p for p in model.parameters() if p.requires_grad]
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     shards = Shards.of_world(flat.numel(), int(cfg.trainer.workers))
@@ -99,11 +110,7 @@ def serve_shards(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
         sender, payload, ctx = recv_payload(link, src)
         return sender, compressor.decompress(payload, ctx).reshape(-1).to(shard.values.dtype)
 
-    loop = _ShardLoop(link, shard.values, apply, receive, shards.workers, total_steps)
-    if cfg.scheduler.protocol == "bsp":
-        loop.bulk_synchronous(after_step)
-    else:
-        loop.stale(cfg.scheduler.get("staleness"))
+    return _ShardLoop(link, shard.values, apply, receive, shards.workers, total_steps)
 
 
 def _reply(values: Tensor, clocks: list[int]) -> Tensor:

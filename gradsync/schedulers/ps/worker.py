@@ -32,15 +32,12 @@ class PsSync(SyncComponents):
     def __init__(
         self,
         *,
-        protocol: str = "bsp",
         staleness: int | None = None,
-        parameter_server: bool = True,
         server: str | None = None,
         **parts: Unpack[EngineParts],
     ) -> None:
+        # ``staleness`` and ``server`` are the servers' (server.py): a worker's side is the same.
         super().__init__(**parts)
-        self.protocol, self.staleness = protocol, staleness
-        self.workers_in_lockstep = protocol == "bsp"
         self._params: list[nn.Parameter] = []
         self._shards: Shards | None = None
         self._optimizer: Optimizer | None = None
@@ -139,6 +136,13 @@ class PsSync(SyncComponents):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.load_components_state(state)
+
+
+class StalePsSync(PsSync):
+    """``asp`` and ``ssp``: the same worker side, but the servers answer each worker on its own
+    (``server.serve_stale``), so workers do not take their steps together."""
+
+    workers_in_lockstep = False
 
 
 def _density(compressor: Compressor, payloads: list[tuple[Payload, Any]], numel: int) -> float:
