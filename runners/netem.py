@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from gradsync.dist.rates import rate_mbit
+from gradsync.dist.rates import DEFAULT_RATE, rate_mbit
 from runners.local import LocalRunner
 from runners.testbed import INTERFACE, SECOND_INTERFACE, ShapedNetwork
 
@@ -50,7 +50,7 @@ class NetemRunner(LocalRunner):
         *,
         workers: int,
         colocated: int = 0,
-        bandwidth: str = "1gbit",
+        bandwidth: str = DEFAULT_RATE,
         second_bandwidth: str | None = None,
         burst: str | None = None,
         queue_ms: int = 50,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from time import perf_counter
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -36,9 +37,9 @@ def _exchange_costs(cfg: DictConfig) -> tuple[float | None, float, float, str]:
     if costs:
         fitted = json.loads(Path(costs).read_text(encoding="utf-8"))
         return fitted["gamma"], fitted["alpha"], fitted["beta"], f"fitted values from {costs}"
-    from gradsync.dist.rates import rate_mbit
+    from gradsync.dist.rates import DEFAULT_RATE, rate_mbit
 
-    bandwidth = str(cfg.runner.get("bandwidth") or "1gbit")
+    bandwidth = str(cfg.runner.get("bandwidth") or DEFAULT_RATE)
     alpha, beta = link_costs(rate_mbit(bandwidth), int(cfg.trainer.workers))
     return (
         None,
@@ -63,7 +64,7 @@ def plan(cfg: DictConfig) -> str:
     density = float(cfg.compressor.get("density", 1.0))
     gamma, alpha, beta, source = _exchange_costs(cfg)
     if gamma is None:
-        gamma = measure_gamma(density, SoloCollective(), torch.device("cpu"))
+        gamma = measure_gamma(density, SoloCollective(), torch.device("cpu"), clock=perf_counter)
     cost = CostModel(
         gamma=gamma, alpha=alpha, beta=beta, density=density, bytes_per_element=SPARSE_ELEMENT_BYTES
     )

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import re
 
+DEFAULT_RATE = "1gbit"
+"""The link rate where a job names none: runner=netem's default, and what cost models and OSP's
+budget assume for a runner that does not shape its links."""
+
 _RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)$")
 _MBIT_PER_UNIT = {"bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}
 

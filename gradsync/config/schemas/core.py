@@ -20,7 +20,7 @@ from gradsync.dist.host_checks import (
     missing_torchrun_env,
     refused_submission,
 )
-from gradsync.dist.rates import rate_mbit
+from gradsync.dist.rates import DEFAULT_RATE, rate_mbit
 
 
 # ---- models -------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ class NetemRunnerConfig(LocalRunnerConfig):
         "${gradsync.parameter_server:}"
     )
     """Parameter servers placed in worker 0's namespace (trainer.colocate_server). Derived."""
-    bandwidth: str = "1gbit"
+    bandwidth: str = DEFAULT_RATE
     """Rate of every worker's uplink and downlink, as tc writes it: 100mbit, 1gbit, 500kbit."""
     second_bandwidth: str | None = None
     """If set, every worker also gets a second link, eth1 on a bridge and subnet of its own, at

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gradsync.algorithms.preserver import EPSILON, MAX_RETRIES
 from gradsync.config.schema import require
 from gradsync.schedulers.options import SchedulerOptions, option
 
 MERGE_REDUCTIONS = ("mean", "sum")
 PARTITION_SIZE = 6_500_000  # elements (≈ 25 MB of fp32, DDP's bucket): DeFT's default
 DEFT_PROFILE_FIELDS = ("bounds", "forward", "backward", "comm", "mu")  # deft.BucketProfile's
+LINKS = 1
+MERGE_REDUCTION = "mean"
+PROFILE_STEPS = 5
 
 
 @dataclass
@@ -19,17 +23,17 @@ class DeftSchedulerConfig(SchedulerOptions):
     partition_size: int = option(PARTITION_SIZE, at_least=1)
     """Elements per bucket before profiling; buckets too long to send in the forward pass are
     split further once their communication time is measured."""
-    links: int = 1
+    links: int = LINKS
     """1, or 2: a second process group sends the second knapsack concurrently (under
     runner=netem with runner.second_bandwidth, over its own shaped link)."""
     mu: float | None = None
     """How many times slower the second link is; measured when null (the paper's value: 1.65)."""
-    merge_reduction: str = option("mean", choices=MERGE_REDUCTIONS)
+    merge_reduction: str = option(MERGE_REDUCTION, choices=MERGE_REDUCTIONS)
     """How gradients merged over several iterations are combined: mean (divide by the number
     of iterations) or sum (as the authors' code does)."""
     delay: bool = True
     """false: every gradient is sent whole in its own iteration and applied at once (WFBP)."""
-    profile_steps: int = option(5, at_least=1)
+    profile_steps: int = option(PROFILE_STEPS, at_least=1)
     """Steps measured (after a first warm-up step, with every bucket sent as in WFBP) before
     the schedule is planned."""
     times: str | None = option(
@@ -39,8 +43,10 @@ class DeftSchedulerConfig(SchedulerOptions):
     instead of profiling."""
     preserver: bool = True
     """Check that delaying does not cost convergence; enlarge the knapsacks until it does not."""
-    epsilon: float = 0.01
-    preserver_retries: int = option(10, at_least=0)
+    epsilon: float = EPSILON
+    """How far (a fraction) the delayed schedule's expected loss may be from the undelayed one's."""
+    preserver_retries: int = option(MAX_RETRIES, at_least=0)
+    """How many times the Preserver may enlarge the knapsacks before it gives up delaying."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -54,7 +54,7 @@ from gradsync.algorithms.knapsack import DEFAULT_UNIT
 from gradsync.algorithms.preserver import EPSILON, MAX_RETRIES, Decision, LossWalk, preserve
 from gradsync.algorithms.simulator import PAPER_MU
 from gradsync.comm.collective import second_link_interface
-from gradsync.schedulers.deft.config import PARTITION_SIZE
+from gradsync.schedulers.deft.config import LINKS, MERGE_REDUCTION, PARTITION_SIZE, PROFILE_STEPS
 from gradsync.schedulers.engine.buckets import Buckets, ForwardTimer
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.engine import EngineParts, ExchangeEngine
@@ -142,11 +142,11 @@ class DeftSync(ExchangeEngine):
         self,
         *,
         partition_size: int = PARTITION_SIZE,
-        links: int = 1,
+        links: int = LINKS,
         mu: float | None = None,
-        merge_reduction: str = "mean",
+        merge_reduction: str = MERGE_REDUCTION,
         delay: bool = True,
-        profile_steps: int = 5,
+        profile_steps: int = PROFILE_STEPS,
         times: str | None = None,
         preserver: bool = True,
         epsilon: float = EPSILON,

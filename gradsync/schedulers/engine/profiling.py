@@ -71,7 +71,7 @@ def measure_gamma(
     collective: Collective,
     device: torch.device,
     *,
-    clock: Callable[[], float] = time.perf_counter,
+    clock: Callable[[], float],
     repeats: int = 5,
 ) -> float:
     """Fit γ of TKPM(d) = γ·ρ·d·log2 d to torch.topk of |x| on this device."""
@@ -88,7 +88,7 @@ def measure_exchange(
     collective: Collective,
     device: torch.device,
     *,
-    clock: Callable[[], float] = time.perf_counter,
+    clock: Callable[[], float],
     repeats: int = 5,
 ) -> tuple[float, float]:
     """Fit (α, β) of AGPM = α + β·bytes to all-gathers on the real process group; the bytes are

@@ -10,6 +10,8 @@ from gradsync.schedulers.options import SchedulerOptions, option
 OMGS_RULE_NAMES = ("paper", "code", "safe", "optimal")
 BUCKET_MB, FIRST_BUCKET_MB = 25.0, 1.0  # DDP's bucket sizes (bucket_cap_mb, its first bucket)
 MGS_THRESHOLD = 8192  # elements; the default of the OMGS authors' scripts (horovod_mpi.sh)
+OMGS_RULE = "paper"
+OMGS_PROFILE_STEPS = 5
 
 
 @dataclass
@@ -38,10 +40,10 @@ class MgsSchedulerConfig(SchedulerOptions):
 @dataclass
 class OmgsSchedulerConfig(SchedulerOptions):
     _target_: str = "gradsync.schedulers.pipelined.omgs.OmgsSync"
-    rule: str = option("paper", choices=OMGS_RULE_NAMES)
+    rule: str = option(OMGS_RULE, choices=OMGS_RULE_NAMES)
     """paper (Q3 ∧ Q5), code (the official code's test), safe (never worse than no merging) or
     optimal (exact under the cost model)."""
-    profile_steps: int = option(5, at_least=1)
+    profile_steps: int = option(OMGS_PROFILE_STEPS, at_least=1)
     """Steps measured (after a first warm-up step) before the groups are planned."""
     costs: str | None = option(
         None,

@@ -24,7 +24,7 @@ from gradsync.algorithms.merge_plans import (
 )
 from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.engine.profiling import measure_exchange, measure_gamma
-from gradsync.schedulers.pipelined.config import MGS_THRESHOLD
+from gradsync.schedulers.pipelined.config import MGS_THRESHOLD, OMGS_PROFILE_STEPS, OMGS_RULE
 from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
 
 log = logging.getLogger("gradsync")
@@ -94,8 +94,8 @@ class OmgsPlanner:
         )
         if not any_failed:
             return gamma, alpha, beta
-        gamma = measure_gamma(job.density, job.link, job.device)
-        return (gamma, *measure_exchange(job.link, job.device))
+        gamma = measure_gamma(job.density, job.link, job.device, clock=job.clock)
+        return (gamma, *measure_exchange(job.link, job.device, clock=job.clock))
 
     def plan(self, job: Measurements) -> tuple[Plan, dict[str, float]]:
         cost = self.cost_model(job)
@@ -116,8 +116,8 @@ class OmgsSync(PipelinedSync):
     def __init__(
         self,
         *,
-        rule: str = "paper",
-        profile_steps: int = 5,
+        rule: str = OMGS_RULE,
+        profile_steps: int = OMGS_PROFILE_STEPS,
         costs: str | None = None,
         **parts: Unpack[EngineParts],
     ) -> None:

@@ -15,7 +15,8 @@ tensor is its own group.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -46,6 +47,9 @@ class Measurements:
     forward: float = 0.0
     link: Collective | None = None
     """The exchange's process group, for measuring its cost."""
+    clock: Callable[[], float] = time.perf_counter
+    """The clock a planner's own measurements read: the job's synchronizing clock (on CUDA it
+    waits for the device; the wall clock alone would time kernel launches)."""
     selections: list[tuple[int, float]] = field(default_factory=list)
     """(elements, seconds) of each compression during the profiled steps, on this worker."""
     exchanges: list[tuple[float, float]] = field(default_factory=list)
@@ -99,6 +103,7 @@ class PipelinedSync(ExchangeEngine):
             element_size=first.element_size(),
             density=self.compressor.density,
             device=first.device,
+            clock=self.clock,
             **timings,
         )
 

@@ -34,13 +34,14 @@ from gradsync.algorithms.osp_split import (
     umax_bytes,
 )
 from gradsync.comm.collective import TorchCollective
+from gradsync.dist.rates import DEFAULT_RATE, rate_mbit
 from gradsync.schedulers.ps.groups import background
 from gradsync.schedulers.ps.layout import PULL, PUSH
 from gradsync.schedulers.ps.server import Serving
 from gradsync.train.build import build_optimizer, lr_factor
 from gradsync.types import Collective
 
-DEFAULT_LINK_MBIT = 1000.0  # when neither the config nor a measurement says
+DEFAULT_LINK_MBIT = rate_mbit(DEFAULT_RATE)  # when neither the config nor a measurement says
 
 
 def flat(params: Sequence[Tensor], layers: Iterable[int] | None = None) -> Tensor:
@@ -54,9 +55,7 @@ def flat(params: Sequence[Tensor], layers: Iterable[int] | None = None) -> Tenso
 
 def link_bytes_per_s(cfg: DictConfig, measured_mbit: float | None) -> float:
     """b of U_max: ``scheduler.bandwidth`` when given, else the link's rate as measured at the
-    start of the run (runner=netem probes it), else 1 Gbit/s."""
-    from gradsync.dist.rates import rate_mbit
-
+    start of the run (runner=netem probes it), else ``DEFAULT_RATE``."""
     given = cfg.scheduler.get("bandwidth")
     if given:
         return rate_mbit(str(given)) * 1e6 / 8
