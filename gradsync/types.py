@@ -123,8 +123,9 @@ class ErrorFeedback(Protocol):
 
     def update(self, compensated: Tensor, transmitted: Tensor, *, name: str) -> None: ...
 
-    def norm(self) -> float:
-        """L2 norm of all residual memory on this worker."""
+    def norm(self) -> Tensor:
+        """L2 norm of all residual memory on this worker: a 0-d tensor where the residuals
+        live, read when metrics are logged (no host sync per step)."""
         ...
 
     def state_dict(self) -> dict[str, Tensor]: ...
@@ -195,6 +196,11 @@ class Collective(Protocol):
         ...
 
 
+Metric = float | Tensor
+"""A logged value: a float, or a 0-d tensor left on its device until the loop logs it (every
+``log_every`` steps), so that a step needs no host sync for its metrics."""
+
+
 @dataclass
 class SyncStats:
     """What one synchronization step did, in the units of the metric glossary."""
@@ -204,8 +210,8 @@ class SyncStats:
     bytes_dense: int
     """What this worker would have sent uncompressed: the gradient at its own precision."""
     density_setup: float
-    density_actual: float
-    error_norm: float
+    density_actual: Metric
+    error_norm: Metric
     time_compress: float
     time_comm: float
     time_update: float
@@ -242,6 +248,15 @@ class SyncModel(Protocol):
     def flush(self) -> None:
         """Finish what ``step`` left in flight (updates a scheduler applies during the next
         forward pass), before the model is evaluated or saved."""
+        ...
+
+    def metrics_collective(self) -> Collective:
+        """The collective the loop reduces its logged metrics over: in the scheduler's own
+        order of collectives (through its communication thread), never beside it."""
+        ...
+
+    def close(self) -> None:
+        """Release what ``attach`` started (the communication thread), after ``flush``."""
         ...
 
     def state_dict(self) -> dict[str, Any]: ...

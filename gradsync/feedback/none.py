@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import torch
 from torch import Tensor
 
 from gradsync.types import Compressor, ErrorFeedback
@@ -20,8 +21,8 @@ class NoneFeedback:
     def update(self, compensated: Tensor, transmitted: Tensor, *, name: str) -> None:
         return None
 
-    def norm(self) -> float:
-        return 0.0
+    def norm(self) -> Tensor:
+        return torch.zeros(())
 
     def state_dict(self) -> dict[str, Tensor]:
         return {}

@@ -45,11 +45,11 @@ class ResidualFeedback:
     def update(self, compensated: Tensor, transmitted: Tensor, *, name: str) -> None:
         self._residuals[name] = compensated - transmitted
 
-    def norm(self) -> float:
+    def norm(self) -> Tensor:
         if not self._residuals:
-            return 0.0
+            return torch.zeros(())
         squares = torch.stack([_sum_of_squares(r) for r in self._residuals.values()])
-        return float(squares.sum().sqrt())
+        return squares.sum().sqrt()
 
     def state_dict(self) -> dict[str, Tensor]:
         return {name: r.detach().cpu().clone() for name, r in self._residuals.items()}

@@ -147,7 +147,7 @@ class Trainer:
         ended = self.clock()
         self.window.add(
             {
-                "train/loss": loss.item(),
+                "train/loss": loss.detach(),  # read when the window is logged
                 "comm/bytes_sent": stats.bytes_sent,
                 "comm/bytes_wire": stats.bytes_wire,
                 "comm/bytes_dense": stats.bytes_dense,
@@ -170,7 +170,8 @@ class Trainer:
         if not self.sync.workers_in_lockstep:
             return dict(values)  # a collective here would make the workers wait for each other
         keys = sorted(values)
-        sums = self.collective.reduce_metrics([values[k] for k in keys], device=self.device)
+        metrics = self.sync.metrics_collective()
+        sums = metrics.reduce_metrics([values[k] for k in keys], device=self.device)
         n = self.collective.world_size
         return {k: v / n for k, v in zip(keys, sums, strict=True)}
 
@@ -181,7 +182,8 @@ class Trainer:
         if not self.sync.workers_in_lockstep:  # this worker's own
             return {name: sum(values) / len(values) for name, values in series.items()}
         flat = [value for values in series.values() for value in values]
-        maxima = iter(self.collective.reduce_metrics(flat, device=self.device, op="max"))
+        metrics = self.sync.metrics_collective()
+        maxima = iter(metrics.reduce_metrics(flat, device=self.device, op="max"))
         return {
             name: sum(next(maxima) for _ in values) / len(values) for name, values in series.items()
         }

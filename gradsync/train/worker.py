@@ -170,6 +170,7 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
             if timeout is None:
                 raise
             raise timeout from exc
+        sync.close()  # everything landed (fit ends with a flush): its thread has no work left
         # Leave together: a rank that tears down its gloo group while a peer is still in the
         # last collective can abort the process.
         dist.barrier()

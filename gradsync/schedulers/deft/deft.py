@@ -361,21 +361,22 @@ class DeftSync(ExchangeEngine):
         for key in [key for key in self._launched_sends if key % 2 == NEW]:
             self._in_flight.append(self._launched_sends.pop(key))
 
-    def _settle(self) -> tuple[int, int]:
+    def _settle(self) -> tuple[int, int | Tensor]:
         """Wait for the sends left in flight and put their sums in place: elements, and
         elements selected."""
-        numel = selected = 0
+        numel = 0
+        selected: int | Tensor = 0
         for send in self._in_flight:
             n, chosen = self._combine_into(send)
             numel, selected = numel + n, selected + chosen
         self._in_flight = []
         return numel, selected
 
-    def _combine_into(self, send: _Send) -> tuple[int, int]:
+    def _combine_into(self, send: _Send) -> tuple[int, int | Tensor]:
         """Wait for ``send`` to complete and write its sum over its bucket."""
         summed, selected = combine(self.compressor, send.finish(), send.ctx, like=send.flat)
         send.flat.copy_(summed)
-        return send.flat.numel(), send.flat.numel() if selected is None else selected.numel()
+        return send.flat.numel(), send.flat.numel() if selected is None else selected
 
     def flush(self) -> None:
         self._settle()

@@ -12,18 +12,27 @@ from gradsync.types import Compressor, Payload
 
 def combine(
     compressor: Compressor, received: Payload | list[Payload], ctx: Any, *, like: Tensor
-) -> tuple[Tensor, Tensor | None]:
-    """(sum over workers of the decompressed gradient, indices of the elements whose values
+) -> tuple[Tensor, int | Tensor | None]:
+    """(sum over workers of the decompressed gradient, how many distinct elements' values
     travelled, or None for all of them). ``received`` is the all-reduced payload when the
-    compressor is all-reducible, else every worker's payload from an all-gather."""
+    compressor is all-reducible, else every worker's payload from an all-gather. The count of
+    gathered selections is a 0-d tensor, read only when metrics are logged."""
     if compressor.allreducible:
         assert not isinstance(received, list)
-        return compressor.decompress(received, ctx), compressor.selected(received, ctx)
+        selected = compressor.selected(received, ctx)
+        summed = compressor.decompress(received, ctx)
+        return summed, None if selected is None else selected.numel()
     assert isinstance(received, list)
     summed = torch.zeros_like(like)
     for payload in received:
         summed += compressor.decompress(payload, ctx)
     picks = [compressor.selected(p, ctx) for p in received]
-    present = [s for s in picks if s is not None]
-    selected = torch.cat(present).unique() if len(present) == len(picks) else None
-    return summed, selected
+    if any(s is None for s in picks):
+        return summed, None
+    # Distinct indices by marking them (sorting them out with unique() would wait for the
+    # device to learn how many there are).
+    carried = torch.zeros(like.numel(), dtype=torch.bool, device=like.device)
+    for indices in picks:
+        assert indices is not None
+        carried[indices] = True
+    return summed, carried.sum()

@@ -122,9 +122,11 @@ class CommThread:
         job.settle(result, None)
         return result
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop after the jobs already submitted. A thread stuck in a collective whose peer is
+        gone is left behind (it is a daemon), not waited for forever."""
         self._jobs.put(None)
-        self._thread.join()
+        self._thread.join(timeout_s)
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:

@@ -1,5 +1,6 @@
 """What every synchronization strategy is built from: a compressor bound to the job's
-collective, an error-feedback memory, and the clock its timings are read from."""
+collective, an error-feedback memory, the clock its timings are read from, and (once attached)
+its one communication thread."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from gradsync.schedulers.engine.comm_thread import CommThread
+from gradsync.schedulers.engine.queued_collective import QueuedCollective
+from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.types import Collective, Compressor, ErrorFeedback, GroupInfo, Payload
 
 
@@ -33,9 +37,32 @@ class SyncComponents:
         self.clock = clock
         self.run_dir = run_dir
         """Where a scheduler may save what it measured (None: nowhere)."""
+        self._comm: CommThread | None = None
+        self._queued: QueuedCollective | None = None
+
+    def start_comm(self, device: torch.device) -> tuple[CommThread, StepTimer]:
+        """The scheduler's one communication thread (and CUDA stream) and its step timer on
+        ``device``. From now on the compressor's collectives, and the loop's metrics, are jobs
+        for that thread, in its one order."""
+        comm, timer = CommThread(device), StepTimer(device)
+        self._comm, self._queued = comm, QueuedCollective(self.collective, comm, timer)
+        self.compressor.bind(self._queued)
+        return comm, timer
+
+    def metrics_collective(self) -> Collective:
+        """The workers' collective for the loop's logged metrics: through the communication
+        thread once there is one, so that a metrics all-reduce takes its place after the
+        exchanges a step left in flight (the same place on every rank), never beside them."""
+        return self.collective if self._queued is None else self._queued
 
     def flush(self) -> None:
         """Nothing is left in flight after ``step`` unless a scheduler says otherwise."""
+
+    def close(self) -> None:
+        """Stop the communication thread once what was submitted has run (after ``flush``)."""
+        if self._comm is not None:
+            self._comm.close()
+            self._comm = None
 
     def compress_with_feedback(self, flat: Tensor, *, group: GroupInfo) -> tuple[Payload, Any]:
         """Compensate ``flat`` (the gradients of ``group``) with its error-feedback residual,

@@ -31,7 +31,7 @@ from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
 from gradsync.schedulers.engine.components import SyncComponents, gradient_of
 from gradsync.schedulers.engine.group_info import whole_parts
-from gradsync.schedulers.engine.queued_collective import AGREE, QueuedCollective
+from gradsync.schedulers.engine.queued_collective import AGREE
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.types import Collective, Compressor, ErrorFeedback, GroupInfo, Payload, SyncStats
 
@@ -85,10 +85,7 @@ class ExchangeEngine(SyncComponents):
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
         self._params = [p for p in model.parameters() if p.requires_grad][::-1]
         self._optimizer = optimizer
-        device = self._params[0].device
-        self._comm = CommThread(device)
-        self._timer = StepTimer(device)
-        self.compressor.bind(QueuedCollective(self.collective, self._comm, self._timer))
+        self._comm, self._timer = self.start_comm(self._params[0].device)
 
     def begin(self, *, step: int, epoch: int = 0) -> None:
         self._step, self._epoch = step, epoch
@@ -196,10 +193,11 @@ class ExchangeEngine(SyncComponents):
             raise error
         return results
 
-    def _write_back(self, received: dict[int, Payload | list[Payload]]) -> tuple[int, int]:
+    def _write_back(self, received: dict[int, Payload | list[Payload]]) -> tuple[int, int | Tensor]:
         """Average every group into its tensors' ``.grad``; (elements, elements sent)."""
         n = self.collective.world_size
-        numel = selected_count = 0
+        numel = 0
+        selected_count: int | Tensor = 0
         for group, members in enumerate(self._groups):
             launched = self._launched[group]
             summed, selected = combine(
@@ -212,10 +210,12 @@ class ExchangeEngine(SyncComponents):
                 param.grad = summed[offset : offset + param.numel()].view_as(param)
                 offset += param.numel()
             numel += launched.flat.numel()
-            selected_count += launched.flat.numel() if selected is None else selected.numel()
+            selected_count = selected_count + (
+                launched.flat.numel() if selected is None else selected
+            )
         return numel, selected_count
 
-    def _stats(self, numel: int, selected: int) -> SyncStats:
+    def _stats(self, numel: int, selected: int | Tensor) -> SyncStats:
         count = self.collective.take_bytes()
         return step_stats(
             self._timer.read(),

@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 import torch
 
 from gradsync.schedulers.engine.comm_thread import CommThread
-from gradsync.schedulers.engine.components import SyncComponents
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.types import Collective, Payload
 
@@ -97,11 +96,3 @@ class QueuedCollective:
 
     def busy_seconds(self) -> float:
         return self.inner.busy_seconds()
-
-
-def start_comm(components: SyncComponents, device: torch.device) -> tuple[CommThread, StepTimer]:
-    """A scheduler's communication thread and step timer on ``device``, with its compressor
-    bound to them, for schedulers that take the engine's parts but not its exchange step."""
-    comm, timer = CommThread(device), StepTimer(device)
-    components.compressor.bind(QueuedCollective(components.collective, comm, timer))
-    return comm, timer

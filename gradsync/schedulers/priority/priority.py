@@ -55,7 +55,6 @@ from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts, step_stats
-from gradsync.schedulers.engine.queued_collective import QueuedCollective
 from gradsync.schedulers.engine.residuals import rebucket_residuals
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.priority.config import CREDIT
@@ -161,9 +160,7 @@ class PrioritySync(SyncComponents):
         self._sizes = [p.numel() for p in params]
         self._offsets = list(itertools.accumulate(self._sizes, initial=0))
         self._backward_s = [0.0] * len(params)
-        self._comm = CommThread(first.device)
-        self._timer = StepTimer(first.device)
-        self.compressor.bind(QueuedCollective(self.collective, self._comm, self._timer))
+        self._comm, self._timer = self.start_comm(first.device)
         # Two groups: sends on one, the small agreements on the other, so that an agreement
         # never waits behind the sends it is about to schedule.
         self._data: Collective = self.collective.fork()

@@ -41,7 +41,6 @@ from gradsync.compressors.none import NoneCompressor
 from gradsync.schedulers.engine.comm_thread import CommThread
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts
-from gradsync.schedulers.engine.queued_collective import start_comm
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.ps.config import MAX_UNIMPORTANT, UMAX_FORMULA
 from gradsync.schedulers.ps.groups import background
@@ -92,7 +91,7 @@ class OspSync(SyncComponents):
         self._params = [p for p in model.parameters() if p.requires_grad]
         self._optimizer = optimizer
         self._gib = [True] * len(self._params)
-        self._comm, self._timer = start_comm(self, self._params[0].device)
+        self._comm, self._timer = self.start_comm(self._params[0].device)
         self._routine, self._ics = self.collective.world(), background()
         self._server = self.collective.world_size  # the one server: rank trainer.workers
 

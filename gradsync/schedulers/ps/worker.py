@@ -21,7 +21,7 @@ from gradsync.schedulers.engine.comm_thread import CommThread
 from gradsync.schedulers.engine.components import SyncComponents, flat_gradient, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.engine.group_info import bucket_parts
-from gradsync.schedulers.engine.queued_collective import AGREE, start_comm
+from gradsync.schedulers.engine.queued_collective import AGREE
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.ps.layout import CLOCKS, PULL, Shards
 from gradsync.schedulers.ps.messages import send_payload
@@ -49,7 +49,7 @@ class PsSync(SyncComponents):
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
         self._params = [p for p in model.parameters() if p.requires_grad]
         self._optimizer = optimizer
-        self._comm, self._timer = start_comm(self, self._params[0].device)
+        self._comm, self._timer = self.start_comm(self._params[0].device)
         self._servers = self.collective.world()
         sizes = [p.numel() for p in self._params]
         workers = self.collective.world_size
