@@ -1,4 +1,4 @@
-"""The interfaces every component implements (see ARCHITECTURE.md) and the values they share."""
+"""The interfaces every component implements and the values they share."""
 
 from __future__ import annotations
 

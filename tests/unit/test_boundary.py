@@ -1,4 +1,4 @@
-"""The one-way boundary (ARCHITECTURE.md): ``runners`` may import gradsync, nothing in gradsync
+"""The one-way boundary: ``runners`` may import gradsync, nothing in gradsync
 imports ``runners``, at module level or inside a function. gradsync reaches a runner only as
 an object built from the config's ``runner._target_`` by the one instantiate call site."""
 
@@ -88,7 +88,7 @@ def test_nothing_in_gradsync_imports_runners():
         for path in sources
         for line in imports_of_runners(path.read_text(encoding="utf-8"))
     ]
-    assert offenders == [], "gradsync must not import runners (ARCHITECTURE.md): " + ", ".join(
+    assert offenders == [], "gradsync must not import runners: " + ", ".join(
         offenders
     )
 
