@@ -88,9 +88,7 @@ def test_nothing_in_gradsync_imports_runners():
         for path in sources
         for line in imports_of_runners(path.read_text(encoding="utf-8"))
     ]
-    assert offenders == [], "gradsync must not import runners: " + ", ".join(
-        offenders
-    )
+    assert offenders == [], "gradsync must not import runners: " + ", ".join(offenders)
 
 
 # ---- the other way: runners implement what gradsync asks of them ------------------------------
