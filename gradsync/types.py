@@ -180,12 +180,8 @@ class Collective(Protocol):
         ...
 
     def take_bytes(self) -> Any:
-        """Bytes moved since the last call (``.payload``, ``.wire``, and ``.seconds`` spent in
-        collectives); resets the count."""
-        ...
-
-    def busy_seconds(self) -> float:
-        """Seconds spent inside counted collectives since the last ``take_bytes``."""
+        """Bytes moved since the last call (``.payload``, ``.wire``); resets the count. Safe to
+        call while another thread's collectives are adding to it."""
         ...
 
     def reduce_metrics(

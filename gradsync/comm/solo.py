@@ -64,9 +64,6 @@ class SoloCollective:
     def take_bytes(self) -> ByteCount:
         return ByteCount()
 
-    def busy_seconds(self) -> float:
-        return 0.0
-
     def reduce_metrics(
         self, values: Sequence[float], *, device: torch.device, op: str = "sum"
     ) -> list[float]:

@@ -132,7 +132,7 @@ class RecordingCollective(TorchCollective):
     def fork(self, *, interface=None):
         plain = super().fork(interface=interface)
         name = f"fork{next(self.forks)}"
-        return RecordingCollective(log=self.log, name=name, group=plain.group, clock=self.clock)
+        return RecordingCollective(log=self.log, name=name, group=plain.group)
 
     def _recorded(self, operation: str, shapes: tuple, run):
         token = self.log.begin(self.name, operation, shapes)

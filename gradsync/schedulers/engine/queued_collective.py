@@ -95,9 +95,6 @@ class QueuedCollective:
     def take_bytes(self) -> Any:
         return self.inner.take_bytes()
 
-    def busy_seconds(self) -> float:
-        return self.inner.busy_seconds()
-
 
 def start_comm(components: SyncComponents, device: torch.device) -> tuple[CommThread, StepTimer]:
     """A scheduler's communication thread and step timer on ``device``, with its compressor
