@@ -156,17 +156,19 @@ class TorchCollective:
 
         return finish
 
-    def all_gather(self, payload: Payload) -> list[Payload]:
-        """Every worker's payload, in rank order. Tensors may differ in length across workers
-        (first dimension); they are padded on the wire and trimmed on arrival."""
-        return self._all_gather(payload)
+    def all_gather(self, payload: Payload, *, same_shape: bool = False) -> list[Payload]:
+        """Every worker's payload, in rank order.
 
-    def _all_gather(self, payload: Payload) -> list[Payload]:
+        ``same_shape``: the caller knows that every worker's tensors have the shapes of its own
+        (a fixed k, codes packed from the group's sizes), so they go as they are. Otherwise
+        they may differ in length (first dimension): the workers first gather every tensor's
+        length in one collective, then each tensor goes padded to the longest and is trimmed
+        on arrival."""
         n = self.world_size
+        lengths = self._gather_lengths(payload, same_shape=same_shape)
         gathered: list[list[Tensor]] = [[] for _ in range(n)]
-        for tensor in payload:
-            lengths = self._gather_lengths(tensor)
-            longest = max(lengths)
+        for tensor, sizes in zip(payload, lengths, strict=True):
+            longest = max(sizes)
             if longest == 0:  # nobody has anything to send
                 for rank in range(n):
                     gathered[rank].append(tensor[:0])
@@ -178,18 +180,22 @@ class TorchCollective:
             out = [torch.empty_like(padded) for _ in range(n)]
             self._add(_nbytes(tensor), (n - 1) * _nbytes(padded))
             dist.all_gather(out, padded.contiguous(), group=self.group)
-            for rank, (received, length) in enumerate(zip(out, lengths, strict=True)):
+            for rank, (received, length) in enumerate(zip(out, sizes, strict=True)):
                 gathered[rank].append(received[:length])
         return [tuple(parts) for parts in gathered]
 
-    def _gather_lengths(self, tensor: Tensor) -> list[int]:
-        if self.world_size == 1:
-            return [tensor.shape[0]]
-        mine = torch.tensor([tensor.shape[0]], dtype=torch.int64, device=tensor.device)
-        lengths = [torch.empty_like(mine) for _ in range(self.world_size)]
+    def _gather_lengths(self, payload: Payload, *, same_shape: bool) -> list[list[int]]:
+        """Per tensor of the payload, its length on every worker, in rank order. One
+        collective and one host sync for the whole payload, none when the lengths are known."""
+        own = [tensor.shape[0] for tensor in payload]
+        if same_shape or self.world_size == 1 or not payload:
+            return [[length] * self.world_size for length in own]
+        mine = torch.tensor(own, dtype=torch.int64, device=payload[0].device)
+        theirs = [torch.empty_like(mine) for _ in range(self.world_size)]
         self._add(_nbytes(mine), (self.world_size - 1) * _nbytes(mine))
-        dist.all_gather(lengths, mine, group=self.group)
-        return [int(x.item()) for x in lengths]
+        dist.all_gather(theirs, mine, group=self.group)
+        by_rank: list[list[int]] = torch.stack(theirs).tolist()
+        return [list(per_tensor) for per_tensor in zip(*by_rank, strict=True)]
 
     def broadcast(self, payload: Payload, *, src: int) -> Payload:
         for tensor in payload:

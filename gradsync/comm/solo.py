@@ -40,7 +40,7 @@ class SoloCollective:
     def start_all_reduce(self, payload: Payload, *, op: str = "sum") -> Callable[[], Payload]:
         return lambda: payload
 
-    def all_gather(self, payload: Payload) -> list[Payload]:
+    def all_gather(self, payload: Payload, *, same_shape: bool = False) -> list[Payload]:
         return [payload]
 
     def broadcast(self, payload: Payload, *, src: int) -> Payload:

@@ -52,8 +52,8 @@ class QueuedCollective:
         )
         return lambda: started.wait()()
 
-    def all_gather(self, payload: Payload) -> list[Payload]:
-        return self._call(lambda: self.inner.all_gather(payload), payload)
+    def all_gather(self, payload: Payload, *, same_shape: bool = False) -> list[Payload]:
+        return self._call(lambda: self.inner.all_gather(payload, same_shape=same_shape), payload)
 
     def broadcast(self, payload: Payload, *, src: int) -> Payload:
         return self._call(lambda: self.inner.broadcast(payload, src=src), payload)
