@@ -92,6 +92,10 @@ class Compressor(Protocol):
     """Fraction of elements a worker selects (1.0 for dense methods)."""
     error_feedback: bool
     """The method as published keeps an error-feedback residual (``feedback=auto`` follows it)."""
+    payload_same_shape: bool
+    """Every worker's payload has the shapes of this one's, known from the group alone (a fixed
+    k, codes packed from the group's sizes, an agreed index set), so gathering payloads needs
+    no exchange of lengths (``Collective.all_gather(same_shape=True)``)."""
 
     def bind(self, collective: Collective) -> None:
         """Give the compressor the workers' collective. Sparsifiers that must agree on an index
@@ -154,7 +158,11 @@ class Collective(Protocol):
         """``all_reduce`` without waiting: the returned function waits and gives the result."""
         ...
 
-    def all_gather(self, payload: Payload) -> list[Payload]: ...
+    def all_gather(self, payload: Payload, *, same_shape: bool = False) -> list[Payload]:
+        """Every worker's payload, in rank order. Its tensors may differ in length (first
+        dimension) between workers, unless the caller says ``same_shape``: then every worker
+        must send the shapes of this one's, and no lengths are exchanged first."""
+        ...
 
     def broadcast(self, payload: Payload, *, src: int) -> Payload: ...
 
@@ -181,12 +189,8 @@ class Collective(Protocol):
         ...
 
     def take_bytes(self) -> Any:
-        """Bytes moved since the last call (``.payload``, ``.wire``, and ``.seconds`` spent in
-        collectives); resets the count."""
-        ...
-
-    def busy_seconds(self) -> float:
-        """Seconds spent inside counted collectives since the last ``take_bytes``."""
+        """Bytes moved since the last call (``.payload``, ``.wire``); resets the count. Safe to
+        call while another thread's collectives are adding to it."""
         ...
 
     def reduce_metrics(

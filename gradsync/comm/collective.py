@@ -6,15 +6,16 @@ Two counts are kept per step:
 * ``wire`` bytes: what this worker transmits under the bandwidth-optimal ring algorithms
   (all-reduce 2(n-1)/n·N, all-gather (n-1)·N, broadcast N from the root, a point-to-point send
   N), ``comm/bytes_wire``. A receive counts nothing: its sender counted the bytes.
-The time spent inside counted collectives is kept too, so a sync strategy can tell a
-compressor's own work from the talking it does while selecting (union top-k, CLT-k, DEFT).
 Collectives used only to aggregate metrics go through ``reduce_metrics`` and are not counted.
+
+The counts are taken (``take_bytes``) on the training thread while a communication thread may
+still be adding to them, so they are kept under a lock.
 """
 
 from __future__ import annotations
 
 import os
-import time
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,7 +33,26 @@ from gradsync.types import Payload
 class ByteCount:
     payload: int = 0
     wire: float = 0.0
-    seconds: float = 0.0
+
+
+class ByteCounter:
+    """A ``ByteCount`` that one thread adds to while another takes it: without the lock, an
+    addition could land on a count that ``take`` has already handed out, and be lost."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = ByteCount()
+
+    def add(self, payload: int, wire: float) -> None:
+        with self._lock:
+            self._count.payload += payload
+            self._count.wire += wire
+
+    def take(self) -> ByteCount:
+        """What was added since the last call; the count starts again from zero."""
+        with self._lock:
+            count, self._count = self._count, ByteCount()
+        return count
 
 
 _REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
@@ -77,15 +97,13 @@ class TorchCollective:
         self,
         *,
         group: dist.ProcessGroup | None = None,
-        clock: Callable[[], float] = time.perf_counter,
         timeout: timedelta | None = None,
     ) -> None:
         self.group = group
         self.timeout = timeout
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
-        self.clock = clock
-        self._count = ByteCount()
+        self._counter = ByteCounter()
 
     def barrier(self) -> None:
         dist.barrier(group=self.group)
@@ -100,38 +118,24 @@ class TorchCollective:
         """
         with _gloo_interface(interface):
             made = dist.new_group(backend=dist.get_backend(self.group), timeout=self.timeout)
-        return TorchCollective(group=member_group(made), clock=self.clock, timeout=self.timeout)
+        return TorchCollective(group=member_group(made), timeout=self.timeout)
 
     # ---- byte accounting ------------------------------------------------------------------
     def take_bytes(self) -> ByteCount:
         """Bytes counted since the last call (one step's worth), and reset the counter."""
-        count, self._count = self._count, ByteCount()
-        return count
-
-    def busy_seconds(self) -> float:
-        return self._count.seconds
+        return self._counter.take()
 
     def _add(self, payload: int, wire: float) -> None:
-        self._count.payload += payload
-        self._count.wire += wire
-
-    @contextmanager
-    def _timed(self) -> Iterator[None]:
-        start = self.clock()
-        try:
-            yield
-        finally:
-            self._count.seconds += self.clock() - start
+        self._counter.add(payload, wire)
 
     # ---- collectives ----------------------------------------------------------------------
     def all_reduce(self, payload: Payload, *, op: str = "sum") -> Payload:
         """Sum (``op="max"``: maximum) of every tensor of the payload over workers, in place."""
         n = self.world_size
-        with self._timed():
-            for tensor in payload:
-                size = _nbytes(tensor)
-                self._add(size, 2 * (n - 1) / n * size)
-                dist.all_reduce(tensor, op=_REDUCE_OPS[op], group=self.group)
+        for tensor in payload:
+            size = _nbytes(tensor)
+            self._add(size, 2 * (n - 1) / n * size)
+            dist.all_reduce(tensor, op=_REDUCE_OPS[op], group=self.group)
         return payload
 
     def start_all_reduce(self, payload: Payload, *, op: str = "sum") -> Callable[[], Payload]:
@@ -152,18 +156,19 @@ class TorchCollective:
 
         return finish
 
-    def all_gather(self, payload: Payload) -> list[Payload]:
-        """Every worker's payload, in rank order. Tensors may differ in length across workers
-        (first dimension); they are padded on the wire and trimmed on arrival."""
-        with self._timed():
-            return self._all_gather(payload)
+    def all_gather(self, payload: Payload, *, same_shape: bool = False) -> list[Payload]:
+        """Every worker's payload, in rank order.
 
-    def _all_gather(self, payload: Payload) -> list[Payload]:
+        ``same_shape``: the caller knows that every worker's tensors have the shapes of its own
+        (a fixed k, codes packed from the group's sizes), so they go as they are. Otherwise
+        they may differ in length (first dimension): the workers first gather every tensor's
+        length in one collective, then each tensor goes padded to the longest and is trimmed
+        on arrival."""
         n = self.world_size
+        lengths = self._gather_lengths(payload, same_shape=same_shape)
         gathered: list[list[Tensor]] = [[] for _ in range(n)]
-        for tensor in payload:
-            lengths = self._gather_lengths(tensor)
-            longest = max(lengths)
+        for tensor, sizes in zip(payload, lengths, strict=True):
+            longest = max(sizes)
             if longest == 0:  # nobody has anything to send
                 for rank in range(n):
                     gathered[rank].append(tensor[:0])
@@ -175,39 +180,41 @@ class TorchCollective:
             out = [torch.empty_like(padded) for _ in range(n)]
             self._add(_nbytes(tensor), (n - 1) * _nbytes(padded))
             dist.all_gather(out, padded.contiguous(), group=self.group)
-            for rank, (received, length) in enumerate(zip(out, lengths, strict=True)):
+            for rank, (received, length) in enumerate(zip(out, sizes, strict=True)):
                 gathered[rank].append(received[:length])
         return [tuple(parts) for parts in gathered]
 
-    def _gather_lengths(self, tensor: Tensor) -> list[int]:
-        if self.world_size == 1:
-            return [tensor.shape[0]]
-        mine = torch.tensor([tensor.shape[0]], dtype=torch.int64, device=tensor.device)
-        lengths = [torch.empty_like(mine) for _ in range(self.world_size)]
+    def _gather_lengths(self, payload: Payload, *, same_shape: bool) -> list[list[int]]:
+        """Per tensor of the payload, its length on every worker, in rank order. One
+        collective and one host sync for the whole payload, none when the lengths are known."""
+        own = [tensor.shape[0] for tensor in payload]
+        if same_shape or self.world_size == 1 or not payload:
+            return [[length] * self.world_size for length in own]
+        mine = torch.tensor(own, dtype=torch.int64, device=payload[0].device)
+        theirs = [torch.empty_like(mine) for _ in range(self.world_size)]
         self._add(_nbytes(mine), (self.world_size - 1) * _nbytes(mine))
-        dist.all_gather(lengths, mine, group=self.group)
-        return [int(x.item()) for x in lengths]
+        dist.all_gather(theirs, mine, group=self.group)
+        by_rank: list[list[int]] = torch.stack(theirs).tolist()
+        return [list(per_tensor) for per_tensor in zip(*by_rank, strict=True)]
 
     def broadcast(self, payload: Payload, *, src: int) -> Payload:
-        with self._timed():
-            for tensor in payload:
-                size = _nbytes(tensor) if self.rank == src else 0
-                self._add(size, float(size))
-                dist.broadcast(tensor, src=src, group=self.group)
+        for tensor in payload:
+            size = _nbytes(tensor) if self.rank == src else 0
+            self._add(size, float(size))
+            dist.broadcast(tensor, src=src, group=self.group)
         return payload
 
     # ---- point to point (ranks of this group; a tag keeps conversations apart) ------------------
     def world(self) -> TorchCollective:
         """Every rank of the job (workers and parameter servers: the default group), for
         point-to-point with servers; it counts its own bytes."""
-        return TorchCollective(clock=self.clock, timeout=self.timeout)
+        return TorchCollective(timeout=self.timeout)
 
     def send(self, payload: Payload, *, dst: int, tag: int = 0) -> None:
         """Send every tensor of the payload to rank ``dst``, in order, waiting for each."""
-        with self._timed():
-            for tensor in payload:
-                self._count_sent(tensor)
-                dist.send(tensor, group=self.group, group_dst=dst, tag=tag)
+        for tensor in payload:
+            self._count_sent(tensor)
+            dist.send(tensor, group=self.group, group_dst=dst, tag=tag)
 
     def start_send(self, payload: Payload, *, dst: int, tag: int = 0) -> Callable[[], None]:
         """``send`` without waiting (the process group's own threads do the work); call the
@@ -221,12 +228,11 @@ class TorchCollective:
     def recv(self, payload: Payload, *, src: int | None = None, tag: int = 0) -> int:
         """Fill the payload's tensors, in order, from rank ``src`` (None: from whichever rank
         sends first; the later tensors from that one); the sender's rank."""
-        with self._timed():
-            for tensor in payload:
-                work = member_work(dist.irecv(tensor, group=self.group, group_src=src, tag=tag))
-                work.wait()
-                if src is None:
-                    src = work._source_rank()
+        for tensor in payload:
+            work = member_work(dist.irecv(tensor, group=self.group, group_src=src, tag=tag))
+            work.wait()
+            if src is None:
+                src = work._source_rank()
         assert src is not None, "an empty payload has no sender"
         return src
 

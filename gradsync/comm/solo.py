@@ -40,7 +40,7 @@ class SoloCollective:
     def start_all_reduce(self, payload: Payload, *, op: str = "sum") -> Callable[[], Payload]:
         return lambda: payload
 
-    def all_gather(self, payload: Payload) -> list[Payload]:
+    def all_gather(self, payload: Payload, *, same_shape: bool = False) -> list[Payload]:
         return [payload]
 
     def broadcast(self, payload: Payload, *, src: int) -> Payload:
@@ -63,9 +63,6 @@ class SoloCollective:
 
     def take_bytes(self) -> ByteCount:
         return ByteCount()
-
-    def busy_seconds(self) -> float:
-        return 0.0
 
     def reduce_metrics(
         self, values: Sequence[float], *, device: torch.device, op: str = "sum"

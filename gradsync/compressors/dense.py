@@ -41,6 +41,7 @@ class DenseCompressor(Stateless):
     lossless = False
     error_feedback = False
     density = 1.0
+    payload_same_shape = True  # the gradient's own shape
     wire_dtype: torch.dtype | None = None
     """The type on the wire; None: the gradient's own (no copy)."""
 

@@ -27,9 +27,12 @@ from gradsync.compressors.sparse import (
 from gradsync.types import Collective, GroupInfo, Payload
 
 
-def union_of_indices(indices: Tensor, numel: int, collective: Collective) -> Tensor:
-    """The sorted union (int64) of every worker's ``indices``, identical on all workers."""
-    gathered = collective.all_gather((indices.to(index_dtype(numel)),))
+def union_of_indices(
+    indices: Tensor, numel: int, collective: Collective, *, same_count: bool
+) -> Tensor:
+    """The sorted union (int64) of every worker's ``indices``, identical on all workers.
+    ``same_count``: every worker selected as many indices (no lengths need exchanging)."""
+    gathered = collective.all_gather((indices.to(index_dtype(numel)),), same_shape=same_count)
     union: Tensor = torch.unique(torch.cat([received[0] for received in gathered]))
     return union.long()
 
@@ -38,9 +41,16 @@ class UnionExchange:
     allreducible = True
 
     def pack(
-        self, flat: Tensor, indices: Tensor, shape: torch.Size, collective: Collective
+        self,
+        flat: Tensor,
+        indices: Tensor,
+        shape: torch.Size,
+        collective: Collective,
+        *,
+        same_count: bool,
     ) -> tuple[Payload, Any]:
-        return values_at(flat, union_of_indices(indices, flat.numel(), collective), shape)
+        union = union_of_indices(indices, flat.numel(), collective, same_count=same_count)
+        return values_at(flat, union, shape)
 
     def unpack(self, payload: Payload, ctx: SparseCtx) -> Tensor:
         return unpack_values(payload, ctx)
@@ -53,7 +63,13 @@ class AllgatherExchange:
     allreducible = False
 
     def pack(
-        self, flat: Tensor, indices: Tensor, shape: torch.Size, collective: Collective
+        self,
+        flat: Tensor,
+        indices: Tensor,
+        shape: torch.Size,
+        collective: Collective,
+        *,
+        same_count: bool,
     ) -> tuple[Payload, Any]:
         return (flat[indices], indices.to(index_dtype(flat.numel()))), shape
 
@@ -79,11 +95,15 @@ class ExchangedSparsifier(UsesCollective):
     lossless = False
     error_feedback = True
     density: float
+    same_count = False
+    """``select`` picks as many indices on every worker, a number known from the group alone."""
 
     def __init__(self, *, exchange: str) -> None:
         super().__init__()
         self.exchange = make_exchange(exchange)
         self.allreducible = self.exchange.allreducible
+        # union: values at the union every worker has; allgather: each worker's own selection.
+        self.payload_same_shape = self.exchange.allreducible or self.same_count
 
     def select(self, flat: Tensor, sizes: list[int]) -> Tensor:
         """This worker's indices (int64) into ``flat``."""
@@ -92,7 +112,9 @@ class ExchangedSparsifier(UsesCollective):
     def compress(self, grad: Tensor, *, group: GroupInfo) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
         indices = self.select(flat, group_sizes(grad, group.sizes))
-        return self.exchange.pack(flat, indices, grad.shape, self.collective)
+        return self.exchange.pack(
+            flat, indices, grad.shape, self.collective, same_count=self.same_count
+        )
 
     def decompress(self, payload: Payload, ctx: Any) -> Tensor:
         return self.exchange.unpack(payload, ctx)

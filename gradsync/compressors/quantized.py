@@ -41,6 +41,9 @@ class PackedQuantizer(UsesCollective):
     becomes a code; a code c of a tensor with scale v decodes to ``(c - code_offset)·unit·v``."""
 
     allreducible = False
+    # Codes, scales and the float tail all follow from the group's sizes and epoch, which
+    # every worker shares.
+    payload_same_shape = True
     lossless = False
     density = 1.0
     bits: int

@@ -76,6 +76,7 @@ class AgreedIndexCompressor(UsesCollective):
     """Base of sparsifiers whose workers all send values at the same index set."""
 
     allreducible = True
+    payload_same_shape = True  # values at the one agreed index set
     lossless = False
     error_feedback = True
     density: float

@@ -14,6 +14,8 @@ from gradsync.compressors.selection import threshold_for_density, threshold_indi
 
 
 class ThresholdCompressor(ExchangedSparsifier):
+    same_count = False  # as many as pass λ, which differs between workers
+
     def __init__(
         self, *, density: float, threshold: float | None = None, exchange: str = "union"
     ) -> None:

@@ -16,6 +16,8 @@ from gradsync.compressors.sparse import density_k
 
 
 class TopKCompressor(ExchangedSparsifier):
+    same_count = True  # k (or each tensor's k_l) follows from the sizes alone
+
     def __init__(self, *, density: float, exchange: str = "union", scope: str = "global") -> None:
         super().__init__(exchange=exchange)
         if scope not in SCOPES:

@@ -60,7 +60,7 @@ class RecordingCollective(SoloCollective):
         self.record("all_reduce", payload)
         return lambda: payload
 
-    def all_gather(self, payload: Payload) -> list[Payload]:
+    def all_gather(self, payload: Payload, *, same_shape: bool = False) -> list[Payload]:
         self.record("all_gather", payload)
         return [tuple(self._elsewhere(t, rank) for t in payload) for rank in range(self.world_size)]
 

@@ -251,7 +251,7 @@ class _FailingLink(TorchCollective):
 class _FailingCollective(TorchCollective):
     def fork(self, *, interface: str | None = None) -> TorchCollective:
         link = super().fork()
-        return _FailingLink(group=link.group, clock=link.clock, timeout=link.timeout)
+        return _FailingLink(group=link.group, timeout=link.timeout)
 
 
 def _train_until_it_fails(rank: int, world_size: int) -> str:

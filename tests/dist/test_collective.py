@@ -138,3 +138,81 @@ def test_world_reaches_the_ranks_outside_a_group(tmp_path):
     assert results[0] == {"sizes": (2, 3), "bytes": 16}
     assert results[1] == {"sizes": (2, 3), "bytes": 0}
     assert results[2] == {"sender": 0, "pushed": [3.0] * 4}
+
+
+def _counting_all_gathers(calls: list) -> object:
+    """Wrap ``torch.distributed.all_gather`` so that every call records (dtype, shape) of what
+    this rank sends; returns the original."""
+    real = torch.distributed.all_gather
+
+    def counting(tensor_list, tensor, group=None, async_op=False):
+        calls.append((str(tensor.dtype), tuple(tensor.shape)))
+        return real(tensor_list, tensor, group=group, async_op=async_op)
+
+    torch.distributed.all_gather = counting
+    return real
+
+
+def _gather_recorded(rank: int, world_size: int, same_shape: bool) -> dict:
+    coll = TorchCollective()
+    if same_shape:  # what a fixed-k top-k or a packed quantizer sends
+        payload = (
+            torch.full((5,), float(rank)),
+            torch.arange(5, dtype=torch.int32) + rank,
+            torch.full((2, 3), float(rank), dtype=torch.float64),
+        )
+    else:  # lengths differ between ranks, are zero on some, and on all of them for the last
+        payload = (
+            torch.arange(rank, dtype=torch.float32),
+            torch.full((2 * (world_size - 1 - rank), 2), rank, dtype=torch.int64),
+            torch.empty(0, 4),
+        )
+    calls: list = []
+    real = _counting_all_gathers(calls)
+    try:
+        gathered = coll.all_gather(payload, same_shape=same_shape)
+    finally:
+        torch.distributed.all_gather = real
+    return {
+        "gathered": [[t.tolist() for t in p] for p in gathered],
+        "shapes": [[tuple(t.shape) for t in p] for p in gathered],
+        "calls": calls,
+        "bytes": coll.take_bytes(),
+    }
+
+
+def test_an_all_gather_of_equal_shapes_sends_each_tensor_once_and_no_lengths(tmp_path):
+    n = 3
+    results = run_world(_gather_recorded, n, tmp_path, True)
+    for r in results:
+        assert r["calls"] == [
+            ("torch.float32", (5,)),
+            ("torch.int32", (5,)),
+            ("torch.float64", (2, 3)),
+        ]
+        assert r["gathered"] == [
+            [[float(k)] * 5, list(range(k, k + 5)), [[float(k)] * 3] * 2] for k in range(n)
+        ]
+        sent = 5 * 4 + 5 * 4 + 6 * 8  # the payload only: no length was exchanged
+        assert r["bytes"].payload == sent
+        assert r["bytes"].wire == pytest.approx((n - 1) * sent)
+
+
+def test_an_all_gather_of_varying_lengths_exchanges_them_once_per_payload(tmp_path):
+    n = 3
+    results = run_world(_gather_recorded, n, tmp_path, False)
+    for rank, r in enumerate(results):
+        # One handshake with all three lengths, then the two tensors someone has elements of.
+        assert r["calls"] == [
+            ("torch.int64", (3,)),
+            ("torch.float32", (n - 1,)),
+            ("torch.int64", (2 * (n - 1), 2)),
+        ]
+        assert r["shapes"] == [[(k,), (2 * (n - 1 - k), 2), (0, 4)] for k in range(n)]
+        assert r["gathered"] == [
+            [list(map(float, range(k))), [[k, k]] * (2 * (n - 1 - k)), []] for k in range(n)
+        ]
+        sent = 4 * rank + 32 * (n - 1 - rank)
+        assert r["bytes"].payload == sent + 3 * 8  # this rank's tensors and its three lengths
+        padded = 4 * (n - 1) + 32 * (n - 1)
+        assert r["bytes"].wire == pytest.approx((n - 1) * (padded + 3 * 8))

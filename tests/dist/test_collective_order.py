@@ -132,7 +132,7 @@ class RecordingCollective(TorchCollective):
     def fork(self, *, interface=None):
         plain = super().fork(interface=interface)
         name = f"fork{next(self.forks)}"
-        return RecordingCollective(log=self.log, name=name, group=plain.group, clock=self.clock)
+        return RecordingCollective(log=self.log, name=name, group=plain.group)
 
     def _recorded(self, operation: str, shapes: tuple, run):
         token = self.log.begin(self.name, operation, shapes)
@@ -160,9 +160,13 @@ class RecordingCollective(TorchCollective):
 
         return finished
 
-    def all_gather(self, payload):
-        run = lambda: super(RecordingCollective, self).all_gather(payload)  # noqa: E731
-        return self._recorded("all_gather", _shapes(payload, ragged=True), run)
+    def all_gather(self, payload, *, same_shape=False):
+        run = lambda: super(RecordingCollective, self).all_gather(  # noqa: E731
+            payload, same_shape=same_shape
+        )
+        # A caller that says the shapes are the same everywhere is held to it in full.
+        shapes = _shapes(payload, ragged=not same_shape)
+        return self._recorded(f"all_gather/same_shape={same_shape}", shapes, run)
 
     def broadcast(self, payload, *, src):
         run = lambda: super(RecordingCollective, self).broadcast(payload, src=src)  # noqa: E731

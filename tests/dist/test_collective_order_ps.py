@@ -55,7 +55,7 @@ class RecordingLinks(RecordingCollective):
     """Also records point-to-point, and hands out a recorded ``world()``."""
 
     def world(self):
-        return RecordingLinks(log=self.log, name="world", clock=self.clock)
+        return RecordingLinks(log=self.log, name="world")
 
     def send(self, payload, *, dst, tag=0):
         run = lambda: super(RecordingLinks, self).send(payload, dst=dst, tag=tag)  # noqa: E731

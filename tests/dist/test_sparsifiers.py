@@ -124,8 +124,8 @@ def test_union_topk_sends_every_worker_values_on_the_union(three_workers):
             rest = torch.ones(numel, dtype=torch.bool)
             rest[chosen] = False
             assert torch.equal(r["residual"][rest], r["compensated"][rest])
-            # indices as int32 + one int64 length for the all-gather, then values at the union
-            assert r["bytes"] == 4 * k + 8 + 4 * len(union)
+            # indices as int32 (every worker has k: no lengths go first), then values at the union
+            assert r["bytes"] == 4 * k + 4 * len(union)
         assert k <= len(union) <= 3 * k
 
 

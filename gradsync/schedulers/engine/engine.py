@@ -154,10 +154,11 @@ class ExchangeEngine(SyncComponents):
         """On the communication thread: sum the payloads, or gather every worker's."""
         if self.compressor.allreducible:
             return self.collective.all_reduce(payload)
+        same_shape = self.compressor.payload_same_shape
         if not self.profiling:
-            return self.collective.all_gather(payload)
+            return self.collective.all_gather(payload, same_shape=same_shape)
         start = self.clock()
-        gathered = self.collective.all_gather(payload)
+        gathered = self.collective.all_gather(payload, same_shape=same_shape)
         sent = sum(t.numel() * t.element_size() for t in payload)
         self.exchanges.append((float(sent), self.clock() - start))
         return gathered

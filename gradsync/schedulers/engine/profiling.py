@@ -97,7 +97,12 @@ def measure_exchange(
     for nbytes in EXCHANGE_BYTES:
         payload = (torch.zeros(nbytes // 4, device=device),)
         seconds.append(
-            median_seconds(partial(collective.all_gather, payload), repeats=repeats, clock=clock)
+            # The same size on every worker, as a fixed-k top-k's: no lengths go first.
+            median_seconds(
+                partial(collective.all_gather, payload, same_shape=True),
+                repeats=repeats,
+                clock=clock,
+            )
         )
     collective.take_bytes()
     agreed = collective.reduce_metrics(seconds, device=device, op="max")

@@ -51,8 +51,8 @@ class QueuedCollective:
         )
         return lambda: started.wait()()
 
-    def all_gather(self, payload: Payload) -> list[Payload]:
-        return self._call(lambda: self.inner.all_gather(payload), payload)
+    def all_gather(self, payload: Payload, *, same_shape: bool = False) -> list[Payload]:
+        return self._call(lambda: self.inner.all_gather(payload, same_shape=same_shape), payload)
 
     def broadcast(self, payload: Payload, *, src: int) -> Payload:
         return self._call(lambda: self.inner.broadcast(payload, src=src), payload)
@@ -93,6 +93,3 @@ class QueuedCollective:
 
     def take_bytes(self) -> Any:
         return self.inner.take_bytes()
-
-    def busy_seconds(self) -> float:
-        return self.inner.busy_seconds()
