@@ -13,6 +13,8 @@ import argparse
 import re
 import statistics
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.measure import add_netem_job_arguments, run_job
@@ -21,12 +23,27 @@ from gradsync.algorithms import simulator
 from gradsync.metrics.summary import read_metrics
 from gradsync.schedulers.deft.deft import PROFILE_FILE, BucketProfile
 
+
+@dataclass(frozen=True)
+class Scheme:
+    overrides: tuple[str, ...]
+    schedule: Callable[..., simulator.Prediction]
+    """The simulator's schedule, called on the bucket times the DeFT runs profiled."""
+    deft: bool = False
+    """Predicted with the knapsack scale its Preserver chose in the run."""
+    two_links: bool = False
+    """Predicted from the 2-link run's profile, with the μ it measured (else the 1-link one's,
+    on one link)."""
+
+
 SCHEMES = {
-    "WFBP (DDP)": (["scheduler=wfbp"], "wfbp"),
-    "ByteScheduler": (["scheduler=bytescheduler"], "bytescheduler"),
-    "US-Byte": (["scheduler=usbyte"], "usbyte"),
-    "DeFT, 1 link": (["scheduler=deft"], "deft"),
-    "DeFT, 2 links": (["scheduler=deft", "scheduler.links=2"], "deft-2links"),
+    "WFBP (DDP)": Scheme(("scheduler=wfbp",), simulator.wfbp),
+    "ByteScheduler": Scheme(("scheduler=bytescheduler",), simulator.bytescheduler),
+    "US-Byte": Scheme(("scheduler=usbyte",), simulator.usbyte),
+    "DeFT, 1 link": Scheme(("scheduler=deft",), simulator.deft, deft=True),
+    "DeFT, 2 links": Scheme(
+        ("scheduler=deft", "scheduler.links=2"), simulator.deft, deft=True, two_links=True
+    ),
 }
 SKIP_STEPS = 12  # DeFT profiles steps 1-5 and plans after step 5: measure later for all
 
@@ -59,21 +76,21 @@ def _measured(run_dir: Path) -> tuple[float, float, float]:
     )
 
 
-def _predicted(profile: BucketProfile, schedule: str, scale: float) -> simulator.Prediction:
+def _predicted(profile: BucketProfile, scheme: Scheme, scale: float) -> simulator.Prediction:
     times = simulator.BucketTimes(profile.forward, profile.backward, profile.comm)
-    if schedule.startswith("deft"):  # with the windows the Preserver chose
-        mu = profile.mu if schedule == "deft-2links" else None
-        return simulator.deft(times, mu=mu, capacity_scale=scale)
-    return simulator.SCHEDULES[schedule](times)
+    if scheme.deft:  # with the windows the Preserver chose
+        mu = profile.mu if scheme.two_links else None
+        return scheme.schedule(times, mu=mu, capacity_scale=scale)
+    return scheme.schedule(times)
 
 
 def table(args: argparse.Namespace) -> str:
     measured: dict[str, tuple[float, float, float]] = {}
     profiles: dict[str, BucketProfile] = {}
     with tempfile.TemporaryDirectory() as root:
-        for name, (overrides, _) in SCHEMES.items():
+        for name, scheme in SCHEMES.items():
             folder = re.sub(r"\W+", "_", name)  # Hydra's override grammar has no spaces
-            run_dir = run_job([*overrides, *_common(args)], Path(root) / folder)
+            run_dir = run_job([*scheme.overrides, *_common(args)], Path(root) / folder)
             measured[name] = _measured(run_dir)
             if (run_dir / PROFILE_FILE).exists():
                 profiles[name] = BucketProfile.read(run_dir / PROFILE_FILE)
@@ -89,9 +106,9 @@ def table(args: argparse.Namespace) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, (seconds, updates, scale) in measured.items():
-        schedule = SCHEMES[name][1]
-        profile = two_links if schedule == "deft-2links" else one_link
-        p = _predicted(profile, schedule, scale)
+        scheme = SCHEMES[name]
+        profile = two_links if scheme.two_links else one_link
+        p = _predicted(profile, scheme, scale)
         lines.append(
             f"| {name} | {seconds * 1e3:.0f} | {samples / seconds:.1f} | {updates:.2f} "
             f"| {reference / seconds:.2f}x | {p.iteration * 1e3:.0f} "

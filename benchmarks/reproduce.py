@@ -506,10 +506,11 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
     The simulator's inputs (profile, wire formats, link probe) come from ``measured.json`` when
     the runs left one; what is missing is measured now, and the file keeps it. What a scheduler
     decided from its own measurements in the run (OMGS's fit, DeFT's capacity scale: its
-    registry entry's ``decisions``; DeFT's buckets and the times it solved its knapsacks from) is
-    read from the run's log and directory: on this host those decisions vary from run to run."""
+    registry entry's ``decisions``; DeFT's buckets and the times it solved its knapsacks from:
+    its ``plan_reader``) is read from the run's log and directory: on this host those
+    decisions vary from run to run."""
     from gradsync.projection.jobs import Predictor
-    from gradsync.projection.planning import logged_bucket_plan, logged_decisions
+    from gradsync.projection.planning import logged_decisions, logged_plan
 
     predictor = Predictor(warmup_steps=reproduction.warmup_steps)
     store = RESULTS / name / MEASURED_FILE
@@ -531,7 +532,7 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
             scheduler=scheduler,
             compressor=str(run.setting("compressor")),
             decisions=logged_decisions(run.records, scheduler),
-            bucket_plan=logged_bucket_plan(run.path),
+            logged_plan=logged_plan(run.path, scheduler),
         )
         modelled = estimate(compute_s=None)
         validated.append(

@@ -12,7 +12,6 @@ the input side, bucket N−1, to bucket 0).
 from __future__ import annotations
 
 import bisect
-import functools
 import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -419,16 +418,6 @@ def _stretch_for(
             now, cut = end, cut + 1
     forward, backward = (took[p] / work[p] if work[p] > 0 else 1.0 for p in "FB")
     return forward, backward
-
-
-SCHEDULES: dict[str, Callable[..., Prediction]] = {
-    "wfbp": wfbp,
-    "bytescheduler": bytescheduler,
-    "usbyte": usbyte,
-    "deft": deft,
-    "deft-2links": functools.partial(deft, mu=PAPER_MU),
-}
-"""Every schedule with its defaults, called as ``SCHEDULES[name](times)``."""
 
 
 def coverage_rate(times: BucketTimes) -> float:

@@ -47,7 +47,7 @@ from omegaconf import DictConfig
 from gradsync.algorithms.simulator import PAPER_MU
 from gradsync.cli.command import CommandParser, docstring_help, print_or_fail
 from gradsync.config.compose import ConfigError, compose_each, compose_jobs
-from gradsync.schedulers.registry import SCHEDULERS
+from gradsync.schedulers.registry import SCHEDULERS, baseline_spec
 
 if TYPE_CHECKING:  # torch is imported only once a simulation runs
     from gradsync.projection.cluster import Cluster
@@ -59,20 +59,7 @@ USAGE = (
     "[--bandwidths RATE,...] [--plot FILE.png] [--timeline FILE.png]"
 )
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
-BASELINE = ("none", "wfbp")  # dense DDP: what every speed-up is measured against
-# The five papers' headline combinations: the lines of the projection plot.
-HEADLINE = (
-    "none × allreduce",
-    "none × bytescheduler",
-    "none × deft scheduler.links=2",
-    "topk × allreduce",
-    "topk × omgs scheduler.rule=paper",
-    "deft × allreduce",
-    "cltk × allreduce",
-    "terngrad × allreduce",
-    "none × ps_bsp",
-    "none × osp",
-)
+DENSE = "none"  # the compressor of the baseline, dense DDP (its scheduler: the registry's)
 
 
 @dataclass(frozen=True)
@@ -85,6 +72,12 @@ class Combination:
     @property
     def name(self) -> str:
         return " ".join((f"{self.compressor} × {self.scheduler}", *self.settings))
+
+    @property
+    def headline(self) -> bool:
+        """One of the five papers' headline combinations (its scheduler's registry entry
+        says): a line of the projection plot."""
+        return (self.compressor, *self.settings) in SCHEDULERS[self.scheduler].headline
 
 
 def _parser() -> CommandParser:
@@ -313,7 +306,8 @@ def _check_probe_fits_here(cfg: DictConfig, cluster: Cluster) -> None:
 
 
 def _baseline(overrides: Sequence[str]) -> Combination:
-    compressor, scheduler = BASELINE
+    """Dense DDP, what every speed-up is measured against."""
+    compressor, scheduler = DENSE, baseline_spec().name
     try:
         (cfg,) = compose_jobs(
             [*overrides, f"compressor={compressor}", f"scheduler={scheduler}"],
@@ -382,20 +376,22 @@ def _projection(
         cells = [values[(rate, n)] for (rate, _), n in itertools.product(rates, sizes)]
         lines.append(f"{name:<{width}} " + " ".join(f"{v:>11.2f}x" for v in cells))
     if args.plot is not None:
-        _draw_projection(speedups, [r for r, _ in rates], sizes, args.plot)
+        shown = [c.name for c in combos if c.headline] or list(speedups)
+        _draw_projection(speedups, shown, [r for r, _ in rates], sizes, args.plot)
         lines += ["", f"plot: {args.plot}"]
     return lines
 
 
 def _draw_projection(
     speedups: dict[str, dict[tuple[str, int], float]],
+    shown: Sequence[str],
     rates: Sequence[str],
     sizes: Sequence[int],
     path: Path,
 ) -> None:
+    """A line for each combination ``shown`` (the headline ones, or all when none is)."""
     from matplotlib.figure import Figure
 
-    shown = [name for name in HEADLINE if name in speedups] or list(speedups)
     figure = Figure(figsize=(4.2 * len(rates) + 1.5, 4.2), layout="constrained")
     axes = figure.subplots(1, len(rates), sharey=True, squeeze=False)[0]
     for ax, rate in zip(axes, rates, strict=True):

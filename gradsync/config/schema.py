@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import II, MISSING, OmegaConf
+from omegaconf import II, MISSING, DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    from gradsync.config.schemas.core import RunnerConfig
 
 
 class Device(Enum):
@@ -211,6 +214,34 @@ def _collect_schemas() -> dict[str, dict[str, type]]:
                     raise RuntimeError(f"schema {group}/{option} is defined twice")
                 collected[group][option] = node
     return collected
+
+
+def option_schema(node: Any, group: str) -> type | None:
+    """The schema of ``group``'s option in a config: the node's own type when it was composed
+    (structured); for one read back from a run's resolved YAML (plain), the option of
+    ``group`` whose schema builds the same ``_target_``. None when neither says."""
+    if not isinstance(node, DictConfig):
+        return None
+    kind = OmegaConf.get_type(node)
+    if kind is not None and is_dataclass(kind):
+        return kind
+    target = node.get("_target_")
+    built = [
+        schema
+        for schema in _collect_schemas().get(group, {}).values()
+        if target is not None and getattr(schema, "_target_", None) == target
+    ]
+    return built[0] if len(built) == 1 else None
+
+
+def runner_schema(cfg: Any) -> type[RunnerConfig]:
+    """The schema of ``cfg``'s runner (a ``RunnerConfig``: its class-level declarations, such
+    as ``starts_processes_here``), composed or read back from a run; the base ``RunnerConfig``
+    (which declares nothing) when the config has no runner that a schema builds."""
+    from gradsync.config.schemas.core import RunnerConfig
+
+    schema = option_schema(OmegaConf.select(cfg, "runner"), "runner")
+    return schema if schema is not None and issubclass(schema, RunnerConfig) else RunnerConfig
 
 
 def _per_node(workers: int, nodes: int) -> int:

@@ -7,22 +7,17 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync.config.schema import runner_schema
 from gradsync.projection import measured
 from gradsync.projection.cluster import LAN_LATENCY_S, Cluster
 from gradsync.projection.predict import Estimate, Job, predict
 from gradsync.projection.profile import ProfiledJob, probe_links, profile_job
 from gradsync.projection.wire import MAX_RECORDED_WORLD, Wire, extrapolate, measure_wire
 
-if TYPE_CHECKING:
-    from gradsync.schedulers.deft.deft import BucketProfile
-
 DEFAULT_BANDWIDTH = "1gbit"
-# Runners that start every process of a job on this machine.
-SAME_HOST_RUNNERS = ("runners.local.LocalRunner", "runners.netem.NetemRunner")
 
 
 def bits_per_s(rate: str, *, name: str = "bandwidth") -> float:
@@ -33,12 +28,13 @@ def bits_per_s(rate: str, *, name: str = "bandwidth") -> float:
 
 
 def cluster_for(cfg: DictConfig) -> Cluster:
-    """The cluster a composed job runs on: its workers and servers, ``runner.bandwidth`` (1gbit
-    when the runner has none), ``runner.second_bandwidth``, and this host's cores when the
-    runner starts every process here."""
+    """The cluster a job runs on (composed, or read back from a run): its workers and servers,
+    ``runner.bandwidth`` (1gbit when the runner has none), ``runner.second_bandwidth``, and
+    this host's cores when the runner starts every process here (its schema's
+    ``starts_processes_here``)."""
     bandwidth = str(OmegaConf.select(cfg, "runner.bandwidth") or DEFAULT_BANDWIDTH)
     second = OmegaConf.select(cfg, "runner.second_bandwidth")
-    same_host = str(OmegaConf.select(cfg, "runner._target_")) in SAME_HOST_RUNNERS
+    same_host = runner_schema(cfg).starts_processes_here
     return Cluster(
         workers=int(cfg.trainer.workers),
         bandwidth_bps=bits_per_s(bandwidth),
@@ -147,7 +143,7 @@ class Predictor:
             int(cfg.scheduler.profile_steps),
         )
         if key not in self._measured.fits:
-            self._measured.fits[key] = planning_fit(cfg)
+            self._measured.fits[key] = planning_fit(cfg, scheduler)
         return self._measured.fits[key]
 
     def compute_seconds(self, cfg: DictConfig, cluster: Cluster | None = None) -> float:
@@ -172,12 +168,12 @@ class Predictor:
         compute_s: float | None = None,
         forward_s: float | None = None,
         mean_compute_s: float | None = None,
-        bucket_plan: BucketProfile | None = None,
+        logged_plan: object | None = None,
     ) -> Estimate:
         """``decisions``: what the job decided from its own measurements, when known (a run's
         log, ``planning.logged_decisions``); else OMGS's fit on shaped links is taken by
-        running its planning steps here. ``bucket_plan``: DeFT's buckets and the times it
-        solved its schedule from in the job (``planning.logged_bucket_plan``), when known.
+        running its planning steps here. ``logged_plan``: what the scheduler planned from in
+        the job (``planning.logged_plan``: DeFT's buckets and their times), when known.
 
         ``compute_s``: the slowest worker's forward + backward per iteration of the predicted
         run (``time/compute_max``), for a trace-driven prediction (the DeFT and OMGS papers'
@@ -208,7 +204,7 @@ class Predictor:
             wire=self.wire(cfg, compressor, cluster.workers).scaled(slower),
             scheduler=cfg.scheduler,
             decisions=self.planning_fit(cfg, scheduler) if decisions is None else decisions,
-            bucket_plan=bucket_plan,
+            logged_plan=logged_plan,
             cores_busy_share=busy_share,
         )
         return predict(scheduler, job)

@@ -17,17 +17,12 @@ import json
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync.config.schema import runner_schema
 from gradsync.projection.profile import MeasurementError
-from gradsync.schedulers.registry import SCHEDULERS
-
-if TYPE_CHECKING:
-    from gradsync.schedulers.deft.deft import BucketProfile
-
-NETEM_RUNNER = "runners.netem.NetemRunner"  # the runner whose shaped links a job fits in place
+from gradsync.schedulers.registry import SCHEDULERS, spec_named, spec_of
 
 
 def logged_decisions(records: Iterable[Mapping[str, object]], scheduler: str) -> dict[str, float]:
@@ -42,36 +37,39 @@ def logged_decisions(records: Iterable[Mapping[str, object]], scheduler: str) ->
     return {}
 
 
-def logged_bucket_plan(run_dir: Path) -> BucketProfile | None:
-    """The buckets and times a DeFT run solved its schedule from (its ``deft_profile.json``);
-    None for other runs, or one that never planned."""
-    from gradsync.schedulers.deft.deft import PROFILE_FILE, BucketProfile
-
-    path = run_dir / PROFILE_FILE
-    return BucketProfile.read(path) if path.exists() else None
+def logged_plan(run_dir: Path, scheduler: str) -> object | None:
+    """What ``scheduler`` planned from in the run at ``run_dir``, as its registry entry's
+    ``plan_reader`` reads it (DeFT's buckets and the times it solved its schedule from); None
+    for a scheduler that leaves no plan, or a run that never planned."""
+    spec = SCHEDULERS.get(scheduler)
+    return spec.logged_plan(run_dir) if spec is not None else None
 
 
 def fits_here(scheduler: str, cfg: DictConfig) -> bool:
-    """Whether the job plans with a fit it makes on this host's shaped links: one from the
-    all-gathers it times (all-reduced payloads are not timed one by one; such a job
-    microbenchmarks the link, past any burst)."""
+    """Whether the job plans with a fit it makes on this host's shaped links (its runner's
+    schema ``shapes_links``): one from the all-gathers it times (all-reduced payloads are not
+    timed one by one; such a job microbenchmarks the link, past any burst)."""
     from gradsync.config.instantiate import build
 
     return (
         scheduler in SCHEDULERS
         and SCHEDULERS[scheduler].capabilities.fits_in_place
         and not OmegaConf.select(cfg, "scheduler.costs")
-        and str(OmegaConf.select(cfg, "runner._target_")) == NETEM_RUNNER
+        and runner_schema(cfg).shapes_links
         and not build(cfg.compressor, path="compressor").allreducible
     )
 
 
-def planning_fit(cfg: DictConfig) -> dict[str, float]:
-    """γ, α, β the job fits in its first steps: the job itself, run in a scratch directory
-    (no checkpoints) until it logs them."""
+def planning_fit(cfg: DictConfig, scheduler: str | None = None) -> dict[str, float]:
+    """The decisions (its registry entry's: γ, α, β) the job fits in its first steps: the job
+    itself, run in a scratch directory (no checkpoints) until it logs them. ``scheduler``: the
+    job's option, for a config read back from a run (plain); by default its composed
+    ``scheduler`` node's."""
     from gradsync.config.compose import write_resolved
     from gradsync.config.instantiate import build
     from gradsync.launch import WorkerFailure, worker_launch
+
+    spec = spec_named(scheduler) if scheduler is not None else spec_of(cfg.scheduler)
 
     job = cfg.copy()
     # Logging as the job does (its metric reductions are collectives the workers meet at,
@@ -93,7 +91,8 @@ def planning_fit(cfg: DictConfig) -> dict[str, float]:
         except WorkerFailure as exc:
             raise MeasurementError(f"the job's planning steps failed: {exc}") from None
         lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    fit = logged_decisions((json.loads(line) for line in lines), "omgs")
+    fit = logged_decisions((json.loads(line) for line in lines), spec.name)
     if not fit:
-        raise MeasurementError("the job's planning steps logged no fitted γ, α, β")
+        wanted = ", ".join(spec.capabilities.decisions) or "decisions"
+        raise MeasurementError(f"the job's planning steps logged no fitted {wanted}")
     return fit

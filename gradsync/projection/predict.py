@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from gradsync.algorithms.costs import CostModel
     from gradsync.algorithms.merge_plans import Layers, Plan
     from gradsync.algorithms.simulator import BucketTimes, Prediction
-    from gradsync.schedulers.deft.deft import BucketProfile
     from gradsync.schedulers.engine.buckets import Buckets
     from gradsync.schedulers.registry import SchedulerSpec
 
@@ -54,10 +53,10 @@ class Job:
     """What the scheduler decides from measurements inside the job (its registry entry's
     ``decisions``), when known: OMGS's fitted γ, α, β (its plan follows them, its time the
     cluster's costs); DeFT's knapsack ``capacity_scale`` and ``mu``."""
-    bucket_plan: BucketProfile | None = None
-    """DeFT's buckets and the times it solved its knapsacks from, measured inside the job (its
-    run's ``deft_profile.json``), when known: the schedule follows them, its time the
-    cluster's costs. ``scheduler.times`` gives them too."""
+    logged_plan: object | None = None
+    """What the scheduler planned from inside the job, as its registry entry's ``plan_reader``
+    reads it from the run's directory, when known (DeFT's buckets and the times it solved its
+    knapsacks from): the schedule follows it, its time the cluster's costs."""
     cores_busy_share: float = 1.0
     """The share of the compute stream during which the host's cores are busy: below 1 when
     the stream is the slowest worker's (a trace-driven prediction) and the others finished

@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from hydra.core.config_store import ConfigStore
 
@@ -57,6 +58,10 @@ class Capabilities:
     """A run can resume from its checkpoints."""
     overlaps_backward: bool = False
     """It exchanges while backward runs (from a communication thread)."""
+    concurrent_exchanges: bool = False
+    """Several of its exchanges may be in flight at once: its communication thread starts them
+    and finishes them later (partitions under a credit, two links). Otherwise no collective of
+    its runs beside another."""
     lockstep: bool = True
     """Every worker takes part in every step (False: asynchronous parameter servers)."""
     fits_in_place: bool = False
@@ -82,11 +87,32 @@ class SchedulerSpec:
     (resolved on use: cost models import torch)."""
     simulate_variants: tuple[tuple[str, ...], ...] = ((),)
     """Option settings that each get a row of their own in ``gradsync simulate``."""
+    headline: tuple[tuple[str, ...], ...] = ()
+    """The papers' headline combinations with this scheduler, the lines of ``gradsync
+    simulate --plot``: each a compressor option, then the settings of one of its
+    ``simulate_variants``."""
+    baseline: bool = False
+    """Dense DDP, with ``compressor=none``: what ``gradsync simulate`` measures every speed-up
+    against (exactly one entry)."""
+    plan_reader: str | None = None
+    """``module:function`` that reads, from a run's directory, what the scheduler planned from
+    inside that job, for its cost model to follow (``Job.logged_plan``); None: it leaves
+    nothing of the kind."""
 
     def estimate(self, job: Job) -> Estimate:
-        module, _, function = self.cost_model.partition(":")
-        model: CostModel = getattr(importlib.import_module(module), function)
+        model: CostModel = _resolved(self.cost_model)
         return model(job)
+
+    def logged_plan(self, run_dir: Path) -> object | None:
+        """What the scheduler planned from in the run at ``run_dir`` (``plan_reader``); None
+        when it leaves no plan, or the run made none."""
+        return None if self.plan_reader is None else _resolved(self.plan_reader)(run_dir)
+
+
+def _resolved(name: str) -> Callable[..., Any]:
+    """The function ``module:function`` names (imported on use: cost models import torch)."""
+    module, _, function = name.partition(":")
+    return cast(Callable[..., Any], getattr(importlib.import_module(module), function))
 
 
 def _registry(specs: Iterable[SchedulerSpec]) -> dict[str, SchedulerSpec]:
@@ -94,12 +120,23 @@ def _registry(specs: Iterable[SchedulerSpec]) -> dict[str, SchedulerSpec]:
     for spec in specs:
         if spec.name in registry:
             raise RuntimeError(f"scheduler {spec.name} is registered twice")
+        for compressor, *settings in spec.headline:
+            if tuple(settings) not in spec.simulate_variants:
+                raise RuntimeError(
+                    f"scheduler {spec.name}'s headline {compressor} {' '.join(settings)} is not "
+                    "one of its simulate_variants"
+                )
         registry[spec.name] = spec
+    baselines = [spec.name for spec in registry.values() if spec.baseline]
+    if len(baselines) != 1:
+        raise RuntimeError(f"exactly one scheduler must be the baseline, got {baselines}")
     return registry
 
 
 _PIPELINED = Capabilities(overlaps_backward=True, equals_allreduce=True)
-_PRIORITY = Capabilities(allreduces=True, overlaps_backward=True, equals_allreduce=True)
+_PRIORITY = Capabilities(
+    allreduces=True, overlaps_backward=True, concurrent_exchanges=True, equals_allreduce=True
+)
 _ASYNCHRONOUS_SERVERS = Capabilities(
     parameter_server=True, devices=("cpu",), resumable=False, lockstep=False
 )
@@ -112,6 +149,7 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             config=AllreduceConfig,
             capabilities=Capabilities(equals_allreduce=True),
             cost_model="gradsync.schedulers.allreduce.cost:iteration",
+            headline=(("none",), ("topk",), ("deft",), ("cltk",), ("terngrad",)),
         ),
         SchedulerSpec(
             name="wfbp",
@@ -121,6 +159,7 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
                 allreduces=True, overlaps_backward=True, equals_allreduce=True
             ),
             cost_model="gradsync.schedulers.pipelined.cost:wfbp",
+            baseline=True,
         ),
         SchedulerSpec(
             name="lags",
@@ -148,6 +187,7 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             ),
             cost_model="gradsync.schedulers.pipelined.cost:omgs",
             simulate_variants=(("scheduler.rule=paper",), ("scheduler.rule=optimal",)),
+            headline=(("topk", "scheduler.rule=paper"),),
         ),
         SchedulerSpec(
             name="bytescheduler",
@@ -155,6 +195,7 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             config=ByteSchedulerConfig,
             capabilities=_PRIORITY,
             cost_model="gradsync.schedulers.priority.cost:bytescheduler",
+            headline=(("none",),),
         ),
         SchedulerSpec(
             name="usbyte",
@@ -168,10 +209,15 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             summary="DeFT: buckets sent in knapsack-chosen windows, delayed updates",
             config=DeftSchedulerConfig,
             capabilities=Capabilities(
-                allreduces=True, overlaps_backward=True, decisions=("capacity_scale", "mu")
+                allreduces=True,
+                overlaps_backward=True,
+                concurrent_exchanges=True,
+                decisions=("capacity_scale", "mu"),
             ),
             cost_model="gradsync.schedulers.deft.cost:iteration",
             simulate_variants=((), ("scheduler.links=2",)),
+            headline=(("none", "scheduler.links=2"),),
+            plan_reader="gradsync.schedulers.deft.cost:logged_plan",
         ),
         SchedulerSpec(
             name="ps_bsp",
@@ -181,6 +227,7 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
                 parameter_server=True, devices=("cpu",), resumable=False, equals_allreduce=True
             ),
             cost_model="gradsync.schedulers.ps.cost:bulk_synchronous",
+            headline=(("none",),),
         ),
         SchedulerSpec(
             name="asp",
@@ -208,6 +255,7 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
                 servers=1,
             ),
             cost_model="gradsync.schedulers.ps.cost:overlapped_synchronous",
+            headline=(("none",),),
         ),
     ]
 )
@@ -218,6 +266,13 @@ def spec_named(name: str) -> SchedulerSpec:
         return SCHEDULERS[name]
     except KeyError:
         raise ValueError(f"unknown scheduler {name!r}; valid: {', '.join(SCHEDULERS)}") from None
+
+
+def baseline_spec() -> SchedulerSpec:
+    """Dense DDP's scheduler, which every speed-up is measured against (its entry's
+    ``baseline``)."""
+    (spec,) = (spec for spec in SCHEDULERS.values() if spec.baseline)
+    return spec
 
 
 def spec_of(options: Any) -> SchedulerSpec:

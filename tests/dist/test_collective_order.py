@@ -2,21 +2,26 @@
 collectives on every communicator in the same order, and the compute (hook) thread issues none
 while a step's communication is under way (the communication thread issues them all).
 
-One world runs every pipelined scheduler with every compressor that talks while it compresses
-(TernGrad's scalers, union top-k's indices, CLT-k's and DEFT's broadcasts and gathers); an
-instrumented collective records each call on each rank.
+One world runs every registered scheduler whose workers exchange among themselves in lockstep
+(the parameter servers have ``test_collective_order_ps.py``), built from its registry entry as a
+worker builds it, with every compressor that talks while it compresses (TernGrad's scalers,
+union top-k's indices, CLT-k's and DEFT's broadcasts and gathers); an instrumented collective
+records each call on each rank. A new registry entry runs there with no edit here.
 
-Another runs ``scheduler=deft`` (one link and two, from a saved profile, and profiled in the
-job). Its all-reduces are started asynchronously, so both links can be busy at once and the
-sends of a gradient applied later run on past the step: collectives of the communication
-thread may overlap each other, but the compute thread issues none while any is in flight.
+Where the registry says its exchanges never overlap, no collective runs beside another. Where
+they may (``concurrent_exchanges``), collectives of the communication thread may overlap each
+other, but the compute thread issues none while any is in flight. The priority schedulers
+(ByteScheduler, US-Byte: the options of ``gradsync/schedulers/priority/``) all-reduce their
+partitions asynchronously under a credit, so several of their exchanges may be open at once,
+but only on the communication thread, which issues all their collectives.
 
-The priority schedulers (ByteScheduler, US-Byte) run in the first world: their partitions are
-all-reduced asynchronously under a credit, so several of their exchanges may be open at once,
-but only on the communication thread."""
+Another world runs ``scheduler=deft`` (one link and two, from a saved profile, and profiled in
+the job). Its all-reduces are started asynchronously, so both links can be busy at once and the
+sends of a gradient applied later run on past the step."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import threading
@@ -24,25 +29,20 @@ import time
 from dataclasses import dataclass
 
 import pytest
+from omegaconf import OmegaConf
 
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.cltk import CLTKCompressor
 from gradsync.compressors.deft import DEFTCompressor
 from gradsync.compressors.terngrad import TernGradCompressor
 from gradsync.compressors.topk import TopKCompressor
+from gradsync.config.instantiate import build
 from gradsync.feedback.none import NoneFeedback
 from gradsync.feedback.residual import ResidualFeedback
-from gradsync.schedulers.allreduce.allreduce import AllreduceSync
 from gradsync.schedulers.deft.deft import DeftSync
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.engine.comm_thread import THREAD_NAME
-from gradsync.schedulers.pipelined.lags import LagsSync
-from gradsync.schedulers.pipelined.mgs import MgsSync
-from gradsync.schedulers.pipelined.omgs import OmgsSync
-from gradsync.schedulers.pipelined.wfbp import WfbpSync
-from gradsync.schedulers.priority.bytescheduler import ByteSchedulerSync
-from gradsync.schedulers.priority.usbyte import UsByteSync
-from gradsync.schedulers.registry import allreducible_problem
+from gradsync.schedulers.registry import SCHEDULERS, allreducible_problem
 from tests.helpers.dist import run_world
 from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
 
@@ -56,20 +56,36 @@ COMPRESSORS = {
     "cltk": lambda: CLTKCompressor(density=0.3),
     "deft": lambda: DEFTCompressor(density=0.3),
 }
-SCHEDULERS = {  # the class and its options
-    "allreduce": (AllreduceSync, {}),
-    "wfbp": (WfbpSync, {"bucket_mb": 0.001, "first_bucket_mb": 0.001}),
-    "lags": (LagsSync, {}),
-    "mgs": (MgsSync, {"threshold": 100}),
-    "omgs": (OmgsSync, {"rule": "optimal", "profile_steps": 1}),
+LOCKSTEP = [
+    name
+    for name, spec in SCHEDULERS.items()
+    if spec.capabilities.lockstep and not spec.capabilities.parameter_server
+]
+"""The schedulers of the first world: the registry's, but the parameter servers."""
+OPTIONS = {  # sizes and steps for the tiny model (436 elements) and STEPS; others: defaults
+    "wfbp": {"bucket_mb": 0.001, "first_bucket_mb": 0.001},
+    "mgs": {"threshold": 100},
+    "omgs": {"rule": "optimal", "profile_steps": 1},
+    # Partitions that cut tensors, a credit of about two partitions.
+    "bytescheduler": {"partition_size": 50, "credit": 100},
+    "usbyte": {  # the link timed at start-up, planned after two steps
+        "min_partition_size": 16,
+        "max_partition_size": 64,
+        "credit": 100,
+        "profile_steps": 1,
+    },
+    "deft": {"partition_size": 100, "profile_steps": 1},  # profiled in the job, then planned
 }
-PRIORITY = {  # partitions that cut tensors, a credit of about two partitions
-    "bytescheduler": (ByteSchedulerSync, {"partition_size": 50, "credit": 100}),
-    "usbyte": (
-        UsByteSync,
-        {"min_partition_size": 16, "max_partition_size": 64, "credit": 100, "profile_steps": 1},
-    ),  # the link timed at start-up, planned after two steps
-}
+
+
+def _concurrent(scheduler: str) -> bool:
+    """Several of its exchanges may be in flight at once (its registry entry says)."""
+    return SCHEDULERS[scheduler].capabilities.concurrent_exchanges
+
+
+def _priority(scheduler: str) -> bool:
+    """One of the priority schedulers: its options live in ``gradsync/schedulers/priority/``."""
+    return SCHEDULERS[scheduler].config.__module__.startswith("gradsync.schedulers.priority.")
 
 
 DEFT_STEPS = 6
@@ -180,25 +196,35 @@ class RecordingCollective(TorchCollective):
 
 
 def _refused(scheduler: str, compressor) -> bool:
-    """What the config layer refuses: an all-reducing scheduler with payloads that do not add up."""
-    return allreducible_problem(scheduler, type(compressor).__name__, compressor) is not None
+    """What the config layer refuses: an all-reducing scheduler with payloads that do not add
+    up, or compression for a scheduler that takes none."""
+    return (
+        allreducible_problem(scheduler, type(compressor).__name__, compressor) is not None
+        or SCHEDULERS[scheduler].capabilities.dense_only
+    )
+
+
+def _engine(scheduler: str, options: dict):
+    """The scheduler's engine factory, from its registry entry's options with ``options`` set,
+    as a worker builds it (it adds the compressor, error feedback, collective and clock)."""
+    node = OmegaConf.merge(OmegaConf.structured(SCHEDULERS[scheduler].config), options)
+    return build(node, path="scheduler")
 
 
 def _train(rank: int, world_size: int, scheduler: str, compressor, costs: str) -> list[Call]:
-    cls, options = {**SCHEDULERS, **PRIORITY}[scheduler]
-    if scheduler == "omgs":
+    options = OPTIONS.get(scheduler, {})
+    if SCHEDULERS[scheduler].capabilities.fits_in_place:
         options = {**options, "costs": costs}  # planned from a file: no microbenchmarks
-    return _recorded_training(world_size, cls, options, compressor, STEPS)
+    return _recorded_training(world_size, _engine(scheduler, options), compressor, STEPS)
 
 
-def _recorded_training(world_size: int, cls, options: dict, compressor, steps: int) -> list[Call]:
+def _recorded_training(world_size: int, engine, compressor, steps: int) -> list[Call]:
     log = CallLog()
     model = tiny_model()
     opt = sgd(model)
     feedback = ResidualFeedback() if compressor.error_feedback else NoneFeedback()
     collective = RecordingCollective(log=log)
-    sync = cls(
-        **options,
+    sync = engine(
         compressor=compressor,
         feedback=feedback,
         collective=collective,
@@ -227,20 +253,11 @@ def run_steps(
 
 def _record_all(rank: int, world_size: int, costs: str) -> dict:
     records = {}
-    for scheduler, name in itertools.product(SCHEDULERS, COMPRESSORS):
+    for scheduler, name in itertools.product(LOCKSTEP, COMPRESSORS):
         compressor = COMPRESSORS[name]()
         if not _refused(scheduler, compressor):
             records[scheduler, name] = _train(rank, world_size, scheduler, compressor, costs)
-    priority = {}
-    for scheduler, name in itertools.product(PRIORITY, COMPRESSORS):
-        compressor = COMPRESSORS[name]()
-        if not _refused(scheduler, compressor):
-            priority[scheduler, name] = _train(rank, world_size, scheduler, compressor, costs)
-    return {
-        "records": records,
-        "priority": priority,
-        "compute_thread": threading.current_thread().name,
-    }
+    return {"records": records, "compute_thread": threading.current_thread().name}
 
 
 @pytest.fixture(scope="module")
@@ -261,7 +278,7 @@ def _record_deft(rank: int, world_size: int, times: str) -> dict:
         if "profile_steps" not in options:
             options["times"] = times
         records[scheduler, name] = _recorded_training(
-            world_size, DeftSync, options, compressor, DEFT_STEPS
+            world_size, functools.partial(DeftSync, **options), compressor, DEFT_STEPS
         )
     return {"records": records, "compute_thread": threading.current_thread().name}
 
@@ -282,8 +299,13 @@ def deft_world(tmp_path_factory) -> list[dict]:
 
 def test_every_combination_the_config_allows_ran(world):
     cases = set(world[0]["records"])
+    assert {scheduler for scheduler, _ in cases} == set(LOCKSTEP)
     assert ("wfbp", "terngrad") not in cases  # TernGrad all-gathers: wfbp refuses it
-    assert len(cases) == len(SCHEDULERS) * len(COMPRESSORS) - 1
+    assert ("bytescheduler", "terngrad") not in cases
+    assert ("bytescheduler", "topk-union") in cases
+    # TernGrad is the one refused, by every scheduler that sums payloads on the wire.
+    summing = [s for s in LOCKSTEP if SCHEDULERS[s].capabilities.allreduces]
+    assert len(cases) == len(LOCKSTEP) * len(COMPRESSORS) - len(summing)
     for calls in world[0]["records"].values():
         assert any(c.step is not None for c in calls)  # these compressors talk in every step
 
@@ -303,15 +325,23 @@ def _same_order_on_every_rank(world: list[dict], kind: str) -> None:
 
 
 def test_no_collective_runs_beside_another_from_a_different_thread_or_communicator(world):
-    for rank in world:
+    """Where the scheduler's registry entry says its exchanges never overlap."""
+    assert any(not _concurrent(scheduler) for scheduler in LOCKSTEP)
+    nothing_runs_beside_another(world, lambda case: not _concurrent(case[0]))
+
+
+def nothing_runs_beside_another(ranks: list[dict], which=lambda case: True) -> None:
+    """No call of the cases ``which`` picks began while another was in flight."""
+    for rank in ranks:
         for case, calls in rank["records"].items():
-            for call in calls:
-                assert call.in_flight == (), (case, call)
+            if which(case):
+                for call in calls:
+                    assert call.in_flight == (), (case, call)
 
 
 def test_the_compute_thread_issues_no_collective_until_the_steps_communication_is_done(world):
     """Within a step, the hook (compute) thread may talk only after the last collective of the
-    other threads (planning at the step's end); with the test above, after it finished."""
+    other threads (planning at the step's end); with the test below, after it finished."""
     for rank in world:
         compute = rank["compute_thread"]
         for case, calls in rank["records"].items():
@@ -320,6 +350,23 @@ def test_the_compute_thread_issues_no_collective_until_the_steps_communication_i
                 others = [i for i, thread in enumerate(threads) if thread != compute]
                 first_own = threads.index(compute) if compute in threads else len(threads)
                 assert not others or first_own > others[-1], (case, step, threads)
+
+
+def test_the_compute_thread_issues_nothing_while_a_collective_is_in_flight(world):
+    """Exchanges may overlap each other where the registry says so (started by the
+    communication thread, finished later); a collective of the compute thread never overlaps
+    anything."""
+    _compute_thread_never_beside_another(world)
+
+
+def _compute_thread_never_beside_another(ranks: list[dict]) -> None:
+    for rank in ranks:
+        compute = rank["compute_thread"]
+        for case, calls in rank["records"].items():
+            for call in calls:
+                if call.thread == compute:
+                    assert call.in_flight == (), (case, call)
+                assert all(thread != compute for thread, _ in call.in_flight), (case, call)
 
 
 def test_deft_ran_with_every_compressor_whose_payloads_add_up(deft_world):
@@ -348,36 +395,23 @@ def test_deft_compute_thread_issues_nothing_while_a_collective_is_in_flight(deft
     overlaps anything, and within a step only the communication thread issues them until
     that step's communication is done."""
     test_the_compute_thread_issues_no_collective_until_the_steps_communication_is_done(deft_world)
+    _compute_thread_never_beside_another(deft_world)
     for rank in deft_world:
-        compute = rank["compute_thread"]
         for case, calls in rank["records"].items():
             for call in calls:
-                if call.thread == compute:
-                    assert call.in_flight == (), (case, call)
-                assert all(thread != compute for thread, _ in call.in_flight), (case, call)
                 if call.step is not None and "profile_steps" not in DEFT_SCHEDULERS[case[0]]:
                     assert call.thread == THREAD_NAME, (case, call)
-
-
-def test_the_priority_schedulers_ran_with_every_compressor_whose_payloads_add_up(world):
-    cases = set(world[0]["priority"])
-    assert {scheduler for scheduler, _ in cases} == set(PRIORITY)
-    assert ("bytescheduler", "terngrad") not in cases  # TernGrad all-gathers: refused
-    assert ("bytescheduler", "topk-union") in cases
-    for calls in world[0]["priority"].values():
-        assert any(c.step is not None for c in calls)
-
-
-def test_priority_schedulers_issue_the_same_collectives_in_the_same_order_on_every_rank(world):
-    _same_order_on_every_rank(world, "priority")
 
 
 def test_priority_schedulers_issue_every_collective_from_the_communication_thread(world):
     """The hook (compute) thread issues none, not even the compressors' talk or US-Byte's
     link timing and planning; exchanges open at once (under the credit) are all that thread's."""
+    assert any(_priority(scheduler) for scheduler in LOCKSTEP)
     for rank in world:
         compute = rank["compute_thread"]
-        for case, calls in rank["priority"].items():
+        for case, calls in rank["records"].items():
+            if not _priority(case[0]):
+                continue
             for call in calls:
                 assert call.thread != compute, (case, call)
                 assert all(thread == call.thread for thread, _ in call.in_flight), (case, call)

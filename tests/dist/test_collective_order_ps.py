@@ -121,9 +121,7 @@ def test_every_worker_issues_the_same_operations_in_the_same_order(worker_ranks)
 
 
 def test_no_operation_runs_beside_another(worker_ranks):
-    pipelined.test_no_collective_runs_beside_another_from_a_different_thread_or_communicator(
-        worker_ranks
-    )
+    pipelined.nothing_runs_beside_another(worker_ranks)
 
 
 def test_within_a_step_only_the_communication_thread_talks(worker_ranks):

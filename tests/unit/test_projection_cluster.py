@@ -138,3 +138,28 @@ def test_a_link_carries_its_rate_less_the_frame_headers():
     # 1448 payload bytes of every 1514-byte frame: a 2-worker all_gather of 1448 kB takes
     # what 1514 kB take at the raw rate.
     assert c.all_gather(1448e3) == pytest.approx(1514e3 * 8 / GBIT)
+
+
+@pytest.mark.parametrize(
+    ("runner", "shares_host", "shapes_links"),
+    [("local", True, False), ("netem", True, True), ("slurm", False, False)],
+)
+def test_the_runners_schema_says_where_a_job_runs_composed_or_read_back(
+    runner, shares_host, shapes_links, tmp_path
+):
+    from omegaconf import OmegaConf
+
+    from gradsync.config.compose import compose_jobs, write_resolved
+    from gradsync.projection.jobs import cluster_for
+    from gradsync.projection.planning import fits_here
+
+    overrides = [f"runner={runner}", "trainer.workers=2", "scheduler=omgs", "compressor=topk"]
+    (composed,) = compose_jobs(
+        [*overrides, "compressor.exchange=allgather"], multirun=False, launcher_here=False
+    )
+    write_resolved(composed, tmp_path / "config.yaml")
+    read_back = OmegaConf.load(tmp_path / "config.yaml")  # plain: as a run's directory holds it
+    for cfg in (composed, read_back):
+        assert (cluster_for(cfg).shared_host_cores is not None) == shares_host
+        # OMGS fits its cost model in place: on shaped links here, a prediction replays it.
+        assert fits_here("omgs", cfg) == shapes_links

@@ -4,6 +4,7 @@ models of ``projection/predict.py`` against hand computations and orderings that
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -20,6 +21,7 @@ from gradsync.projection.cluster import Cluster
 from gradsync.projection.predict import OVERLAPPED, SCHEDULER_MODELS, Job, predict
 from gradsync.projection.profile import ModelProfile
 from gradsync.projection.wire import LENGTH_BYTES, Wire, extrapolate, measure_wire
+from gradsync.schedulers.registry import SCHEDULERS
 
 LAYERS = (2000, 50, 6000, 100, 1200, 10)
 N = sum(LAYERS)
@@ -138,20 +140,32 @@ SPARSE = Wire(
     compressor="topk", numel=PROFILE.numel, calls=(("all_gather", 0.08),),
     compress_seconds=0.004, density=0.01,
 )  # fmt: skip
-SCHEDULERS = {
-    "allreduce": {},
+OPTIONS = {  # options set for the toy model (sizes, a rule); every other scheduler: defaults
     "wfbp": {"bucket_mb": 1.0},
     "bytescheduler": {"partition_size": 200_000, "credit": 400_000},
-    "usbyte": {},
     "deft": {"partition_size": 500_000, "links": 1},
-    "lags": {},
     "mgs": {"threshold": 8192},
     "omgs": {"rule": "optimal"},
-    "ps_bsp": {},
-    "asp": {},
     "ssp": {"staleness": 3},
     "osp": {"max_unimportant": 0.8},
 }
+
+
+def _options(scheduler: str) -> dict:
+    return OPTIONS.get(scheduler, {})
+
+
+def _where(**capabilities: bool) -> list[str]:
+    """The registered schedulers whose capabilities are those given."""
+    return [
+        name
+        for name, spec in SCHEDULERS.items()
+        if all(getattr(spec.capabilities, key) == value for key, value in capabilities.items())
+    ]
+
+
+OVERLAPPED_ALLREDUCES = _where(overlaps_backward=True, allreduces=True)
+"""Buckets or partitions all-reduced while backward runs (the simulator's schedules)."""
 
 
 def _job(wire: Wire, cluster: Cluster, **scheduler) -> Job:
@@ -177,11 +191,11 @@ def test_a_later_forward_end_delays_the_exchanges_that_wait_for_it():
     cluster = Cluster(workers=8, bandwidth_bps=1e9)
     forward, backward = sum(PROFILE.forward), sum(PROFILE.backward)
     shifted = PROFILE.with_passes(forward + backward / 2, backward / 2)
-    for scheduler in ("wfbp", "bytescheduler", "usbyte", "deft"):
-        job = _job(DENSE, cluster, **SCHEDULERS[scheduler])
+    for scheduler in OVERLAPPED_ALLREDUCES:
+        job = _job(DENSE, cluster, **_options(scheduler))
         late = replace(job, profile=shifted)
         assert predict(scheduler, late).iteration >= predict(scheduler, job).iteration - 1e-9
-    wfbp = _job(DENSE, cluster, **SCHEDULERS["wfbp"])
+    wfbp = _job(DENSE, cluster, **_options("wfbp"))
     assert (
         predict("wfbp", replace(wfbp, profile=shifted)).iteration > predict("wfbp", wfbp).iteration
     )
@@ -193,6 +207,14 @@ def test_a_later_forward_end_delays_the_exchanges_that_wait_for_it():
 
 def test_every_scheduler_has_a_model():
     assert set(SCHEDULERS) == set(SCHEDULER_MODELS)
+    assert set(OPTIONS) <= set(SCHEDULERS)  # no options for a scheduler that is gone
+
+
+@pytest.mark.parametrize("scheduler", list(SCHEDULERS))
+def test_every_model_prices_the_toy_job_with_its_options(scheduler):
+    cluster = Cluster(workers=8, bandwidth_bps=1e9)
+    seconds = predict(scheduler, _job(DENSE, cluster, **_options(scheduler))).iteration
+    assert math.isfinite(seconds) and seconds >= PROFILE.compute
 
 
 def test_the_flat_all_reduce_is_compute_then_the_whole_exchange():
@@ -201,9 +223,9 @@ def test_the_flat_all_reduce_is_compute_then_the_whole_exchange():
     assert predict("allreduce", _job(DENSE, cluster)).iteration == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("scheduler", ["allreduce", "wfbp", "bytescheduler", "usbyte", "deft"])
+@pytest.mark.parametrize("scheduler", _where(parameter_server=False))
 def test_with_one_worker_nothing_is_exchanged(scheduler):
-    job = _job(DENSE, Cluster(workers=1, bandwidth_bps=1e9), **SCHEDULERS[scheduler])
+    job = _job(DENSE, Cluster(workers=1, bandwidth_bps=1e9), **_options(scheduler))
     assert predict(scheduler, job).iteration == pytest.approx(PROFILE.compute, rel=1e-6)
 
 
@@ -212,10 +234,22 @@ def test_overlapping_never_loses_to_the_flat_all_reduce_nor_beats_its_bounds(rat
     cluster = Cluster(workers=8, bandwidth_bps=rate)
     flat = predict("allreduce", _job(DENSE, cluster)).iteration
     comm = cluster.all_reduce(4 * PROFILE.numel)
-    for scheduler in ("wfbp", "bytescheduler"):
-        t = predict(scheduler, _job(DENSE, cluster, **SCHEDULERS[scheduler])).iteration
+    # Those that all-reduce while backward runs and apply every gradient at once (DeFT delays).
+    for scheduler in _where(overlaps_backward=True, allreduces=True, equals_allreduce=True):
+        t = predict(scheduler, _job(DENSE, cluster, **_options(scheduler))).iteration
         assert t <= flat * (1 + 1e-9), scheduler
         assert t >= max(PROFILE.compute, comm) * (1 - 1e-9), scheduler
+
+
+def test_usbyte_plans_from_the_equal_partitions_its_engine_profiles():
+    # The engine times partitions of scheduler.max_partition_size elements and plans its
+    # messages from them: the model simulates those partitions, not another family's buckets.
+    cluster = Cluster(workers=8, bandwidth_bps=1e9)
+    for size in (250_000, 1_000_000, 4_000_000):
+        simulated = predict("usbyte", _job(DENSE, cluster, max_partition_size=size)).simulated
+        assert simulated is not None
+        backward = [e for e in simulated.timeline if e.label.startswith("B")]
+        assert len(backward) == math.ceil(PROFILE.numel / size), size
 
 
 def test_wfbp_exchanges_the_buckets_its_scheduler_forms_the_first_one_small():
@@ -239,7 +273,7 @@ def test_wfbp_exchanges_the_buckets_its_scheduler_forms_the_first_one_small():
 def test_the_optimal_merge_plan_is_never_slower_than_lags_mgs_or_one_group():
     cluster = Cluster(workers=16, bandwidth_bps=1e9, latency_s=1e-3)
     times = {
-        s: predict(s, _job(SPARSE, cluster, **SCHEDULERS[s])).iteration
+        s: predict(s, _job(SPARSE, cluster, **_options(s))).iteration
         for s in ("lags", "mgs", "omgs", "allreduce")
     }
     assert times["omgs"] <= min(times["lags"], times["mgs"]) * (1 + 1e-9)
@@ -258,15 +292,26 @@ def test_a_synchronous_server_adds_its_incast_and_asynchronous_ones_never_wait_l
     assert predict("osp", _job(DENSE, cluster, max_unimportant=0.8)).iteration <= bsp
 
 
-@pytest.mark.parametrize("scheduler", ["allreduce", "lags", "mgs", "wfbp", "deft", "ps_bsp"])
-def test_pipelined_schedulers_meet_at_each_exchange_then_pay_back_to_back_calls(scheduler):
+def _wires(scheduler: str) -> list[tuple[str, Wire]]:
+    """Dense, and all-gathered top-k where the scheduler takes it (it sums no payloads and
+    takes compression)."""
+    able = SCHEDULERS[scheduler].capabilities
+    sparse = [] if able.allreduces or able.dense_only else [SPARSE]
+    return [(scheduler, wire) for wire in (DENSE, *sparse)]
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "wire"),
+    [case for name in SCHEDULERS for case in _wires(name)],
+    ids=lambda value: getattr(value, "compressor", value),
+)
+def test_pipelined_schedulers_meet_at_each_exchange_then_pay_back_to_back_calls(scheduler, wire):
     after, during = (
         {"all_gather": 0.02, "all_reduce": 0.02},
         {"all_gather": 0.001, "all_reduce": 0.001},
     )
     cluster = Cluster(workers=4, bandwidth_bps=1e9, call_s=after, overlapped_call_s=during)
-    wire = DENSE if scheduler in ("wfbp", "deft", "ps_bsp") else SPARSE
-    options = SCHEDULERS[scheduler]
+    options = _options(scheduler)
     both = predict(scheduler, _job(wire, cluster, **options)).iteration
 
     def priced(calls: dict[str, float]) -> float:
@@ -293,13 +338,13 @@ def test_an_exchange_pays_its_first_call_as_a_meeting_and_the_rest_back_to_back(
     assert SPARSE.transfer_seconds(cluster, 1000) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("scheduler", ["lags", "mgs"])
+@pytest.mark.parametrize("scheduler", _where(overlaps_backward=True, allreduces=False))
 def test_merged_groups_exchanged_once_backward_is_over_pay_calls_on_idle_cores(scheduler):
     busy = {"all_gather": 0.02}
     computing = Cluster(workers=4, bandwidth_bps=1e9, call_s=busy, overlapped_call_s=busy)
     idle_after = replace(computing, idle_call_s={"all_gather": 0.001})
     cheap = Cluster(workers=4, bandwidth_bps=1e9, call_s={"all_gather": 0.001})
-    options = SCHEDULERS[scheduler]
+    options = _options(scheduler)
     seconds = [
         predict(scheduler, _job(SPARSE, cluster, **options)).iteration
         for cluster in (cheap, idle_after, computing)
@@ -325,7 +370,7 @@ def test_deft_follows_the_buckets_and_times_the_job_solved_its_schedule_from(tmp
         comm=(1e-6,) * 3,
         mu=1.65,
     )
-    planned = predict("deft", replace(job, bucket_plan=fits))
+    planned = predict("deft", replace(job, logged_plan=fits))
     assert planned.updates_per_iteration == 1.0
     assert planned.iteration >= cluster.all_reduce(4 * PROFILE.numel)
     path = tmp_path / "deft_profile.json"  # the same plan given as scheduler.times
@@ -351,8 +396,8 @@ def test_pipelined_schedules_compute_slower_while_a_link_is_busy():
     busy = replace(plain, busy_link_slowdown={"link 1": 1.5})
     # (US-Byte is left out: on this toy model its best plan sends after the backward pass.)
     for scheduler in ("wfbp", "bytescheduler", "deft"):
-        job = _job(DENSE, plain, **SCHEDULERS[scheduler])
-        slowed = predict(scheduler, _job(DENSE, busy, **SCHEDULERS[scheduler])).iteration
+        job = _job(DENSE, plain, **_options(scheduler))
+        slowed = predict(scheduler, _job(DENSE, busy, **_options(scheduler))).iteration
         assert predict(scheduler, job).iteration < slowed, scheduler
     # The flat all-reduce never computes while its link is busy.
     flat = [predict("allreduce", _job(DENSE, c)).iteration for c in (plain, busy)]
@@ -404,12 +449,15 @@ def test_the_decisions_a_run_logged_are_read_from_its_first_record_with_all_of_t
 
 
 def test_a_deft_runs_own_bucket_plan_is_read_from_its_directory(tmp_path):
-    from gradsync.projection.planning import logged_bucket_plan
+    from gradsync.projection.planning import logged_plan
     from gradsync.schedulers.deft.deft import PROFILE_FILE, BucketProfile
 
-    assert logged_bucket_plan(tmp_path) is None  # not a DeFT run
+    assert logged_plan(tmp_path, "deft") is None  # not a DeFT run
     plan = BucketProfile(
         bounds=(0, 10, 20), forward=(0.1, 0.2), backward=(0.3, 0.4), comm=(0.5, 0.6), mu=1.7
     )
     plan.write(tmp_path / PROFILE_FILE)
-    assert logged_bucket_plan(tmp_path) == plan
+    assert logged_plan(tmp_path, "deft") == plan
+    # Schedulers that leave no plan read none, whatever the directory holds.
+    leave_none = [name for name, spec in SCHEDULERS.items() if spec.plan_reader is None]
+    assert leave_none and all(logged_plan(tmp_path, name) is None for name in leave_none)

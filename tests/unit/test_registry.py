@@ -23,7 +23,7 @@ from gradsync.projection.cluster import Cluster
 from gradsync.projection.predict import Job, predict
 from gradsync.projection.profile import ModelProfile
 from gradsync.projection.wire import Wire, measure_wire
-from gradsync.schedulers.registry import SCHEDULERS, spec_of
+from gradsync.schedulers.registry import SCHEDULERS, baseline_spec, spec_of
 
 NAMES = list(SCHEDULERS)
 SOURCE = Path(gradsync.__file__).parent
@@ -81,6 +81,26 @@ def test_schedulers_that_cannot_resume_say_so(name, tmp_path):
     cfg = _compose(f"scheduler={name}", f"trainer.servers={servers}", f"trainer.resume={tmp_path}")
     with pytest.raises(ConfigError, match=f"scheduler={name} cannot resume"):
         check_config(cfg, launcher_here=False, machine=False)
+
+
+def test_one_scheduler_is_dense_ddp_the_baseline_of_every_speed_up():
+    assert [name for name, spec in SCHEDULERS.items() if spec.baseline] == [baseline_spec().name]
+    cfg = _compose(f"scheduler={baseline_spec().name}", "compressor=none")
+    check_config(cfg, launcher_here=False, machine=False)
+
+
+HEADLINES = [(name, line) for name, spec in SCHEDULERS.items() for line in spec.headline]
+
+
+@pytest.mark.parametrize(("name", "headline"), HEADLINES, ids=lambda value: " ".join(value))
+def test_each_headline_combination_is_a_row_of_gradsync_simulate(name, headline):
+    spec = SCHEDULERS[name]
+    compressor, *settings = headline
+    assert compressor in group_options()["compressor"]
+    assert tuple(settings) in spec.simulate_variants
+    servers = f"trainer.servers={spec.capabilities.servers or 1}"
+    cfg = _compose(f"scheduler={name}", f"compressor={compressor}", servers, *settings)
+    check_config(cfg, launcher_here=False, machine=False)
 
 
 PROFILE = ModelProfile(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 
@@ -11,7 +12,7 @@ from gradsync.algorithms.simulator import (
     COMPUTE,
     LINK_1,
     LINK_2,
-    SCHEDULES,
+    PAPER_MU,
     Block,
     BucketTimes,
     Event,
@@ -26,6 +27,13 @@ from gradsync.algorithms.simulator import (
 )
 
 TWO = dict(forward=(1.0, 1.0), backward=(1.0, 1.0))
+SCHEDULES = {  # every schedule of the simulator, with its defaults
+    "wfbp": wfbp,
+    "bytescheduler": bytescheduler,
+    "usbyte": usbyte,
+    "deft": deft,
+    "deft-2links": functools.partial(deft, mu=PAPER_MU),
+}
 
 
 def test_wfbp_hides_what_fits_behind_backward():

@@ -112,6 +112,9 @@ class RunnerConfig:
     """True: jobs go through a Hydra launcher (a cluster's queue), so even one job is a sweep."""
     starts_processes_here: ClassVar[bool] = False
     """True: every process of a job runs on the host that launches it, which must hold them."""
+    shapes_links: ClassVar[bool] = False
+    """True: the job's links are shaped on this host (a rate, a token bucket), so what a job
+    measures of them in its first steps is what the shaper lets through."""
 
     def machine_problem(self) -> str | None:
         """Why this runner cannot start jobs on this machine (one line), or None."""
@@ -145,6 +148,7 @@ class LocalRunnerConfig(RunnerConfig):
 @dataclass
 class NetemRunnerConfig(LocalRunnerConfig):
     _target_: str = "runners.netem.NetemRunner"
+    shapes_links: ClassVar[bool] = True
     colocated: int = II(
         "gradsync.colocated:${trainer.servers},${trainer.colocate_server},"
         "${gradsync.parameter_server:}"

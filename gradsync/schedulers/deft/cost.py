@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gradsync.algorithms.simulator import PAPER_MU
@@ -62,13 +63,24 @@ def _deft_buckets(job: Job, mu: float | None) -> BucketTimes:
     return times
 
 
+def logged_plan(run_dir: Path) -> BucketProfile | None:
+    """The buckets and times a DeFT run solved its schedule from (its ``deft_profile.json``);
+    None for a run that never planned (its registry entry's ``plan_reader``)."""
+    from gradsync.schedulers.deft.deft import PROFILE_FILE, BucketProfile
+
+    path = run_dir / PROFILE_FILE
+    return BucketProfile.read(path) if path.exists() else None
+
+
 def _deft_plan(job: Job) -> BucketProfile | None:
-    """The buckets and times DeFT solves from: the job's own when known, else those given as
-    ``scheduler.times``, else none (it measures them on the cluster)."""
+    """The buckets and times DeFT solves from: the job's own when known (``logged_plan``),
+    else those given as ``scheduler.times``, else none (it measures them on the cluster)."""
     from gradsync.schedulers.deft.deft import BucketProfile
 
-    if job.bucket_plan is not None:
-        return job.bucket_plan
+    if job.logged_plan is not None:
+        if not isinstance(job.logged_plan, BucketProfile):
+            raise TypeError(f"DeFT follows a BucketProfile, not {job.logged_plan!r}")
+        return job.logged_plan
     if job.scheduler.get("times"):
         return BucketProfile.read(str(job.scheduler.times))
     return None

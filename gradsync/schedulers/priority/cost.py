@@ -1,6 +1,7 @@
 """``bytescheduler`` and ``usbyte`` for ``gradsync simulate``: the discrete-event simulator on
 partitions, each priced by the compressor's measured wire format on the cluster (US-Byte plans
-its partitions from buckets of DeFT's default size, its profiling unit here)."""
+its partitions from the equal ones of ``scheduler.max_partition_size`` elements it profiles,
+as its engine does)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,10 @@ def bytescheduler(job: Job) -> Estimate:
 
 def usbyte(job: Job) -> Estimate:
     from gradsync.algorithms import simulator
-    from gradsync.schedulers.deft.config import PARTITION_SIZE
 
     schedule = functools.partial(
         simulator.usbyte, iterations=predict.SIMULATED_ITERATIONS, alpha=predict.start_up(job)
     )
-    times = predict.bucket_times(job, predict.partitioned(job, PARTITION_SIZE))
+    profiled = predict.partitioned(job, int(job.scheduler.max_partition_size))
+    times = predict.bucket_times(job, profiled)
     return predict.simulated_estimate(job, schedule, times)
