@@ -249,12 +249,14 @@ def _per_node(workers: int, nodes: int) -> int:
 
 
 def _parameter_server(*, _root_: Any) -> bool:
-    """Whether the composed job's scheduler runs servers besides the workers (its registry
-    entry says; False while no scheduler is chosen)."""
-    from gradsync.schedulers.registry import spec_of
+    """Whether the job's scheduler runs servers besides the workers (its registry entry says;
+    False while no scheduler is chosen). Also for a config read back from YAML."""
+    from gradsync.schedulers.registry import specs_like
 
     scheduler = _root_.get("scheduler")
-    return scheduler is not None and spec_of(scheduler).capabilities.parameter_server
+    if scheduler is None:
+        return False
+    return any(spec.capabilities.parameter_server for spec in specs_like(scheduler))
 
 
 def _processes(workers: int, servers: int, parameter_server: bool) -> int:

@@ -11,13 +11,12 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync.config.schema import runner_schema
+from gradsync.dist.rates import DEFAULT_RATE
 from gradsync.projection import measured
 from gradsync.projection.cluster import LAN_LATENCY_S, Cluster
 from gradsync.projection.predict import Estimate, Job, predict
 from gradsync.projection.profile import ProfiledJob, probe_links, profile_job
 from gradsync.projection.wire import MAX_RECORDED_WORLD, Wire, extrapolate, measure_wire
-
-DEFAULT_BANDWIDTH = "1gbit"
 
 
 def bits_per_s(rate: str, *, name: str = "bandwidth") -> float:
@@ -29,10 +28,10 @@ def bits_per_s(rate: str, *, name: str = "bandwidth") -> float:
 
 def cluster_for(cfg: DictConfig) -> Cluster:
     """The cluster a job runs on (composed, or read back from a run): its workers and servers,
-    ``runner.bandwidth`` (1gbit when the runner has none), ``runner.second_bandwidth``, and
-    this host's cores when the runner starts every process here (its schema's
-    ``starts_processes_here``)."""
-    bandwidth = str(OmegaConf.select(cfg, "runner.bandwidth") or DEFAULT_BANDWIDTH)
+    ``runner.bandwidth`` (``DEFAULT_RATE`` when the runner has none),
+    ``runner.second_bandwidth``, and this host's cores when the runner starts every process
+    here (its schema's ``starts_processes_here``)."""
+    bandwidth = str(OmegaConf.select(cfg, "runner.bandwidth") or DEFAULT_RATE)
     second = OmegaConf.select(cfg, "runner.second_bandwidth")
     same_host = runner_schema(cfg).starts_processes_here
     return Cluster(

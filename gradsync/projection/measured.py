@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from gradsync.projection.profile import ModelProfile, ProfiledJob, SharedHostDelays
-from gradsync.projection.wire import Wire
+from gradsync.projection.wire import LENGTHS, Wire
 
-FORMAT = 1
+FORMAT = 2  # 2: a ragged all-gather's lengths are a call of their own
+READABLE = (1, 2)  # 1: every all-gather was priced after a gather of its lengths
 
 
 Key = tuple[Hashable, ...]
@@ -59,8 +60,9 @@ def read(path: Path) -> Measurements:
     """What ``write`` saved; ValueError when the file is not such a file."""
     try:
         document = json.loads(path.read_text())
-        if document.get("format") != FORMAT:
-            raise ValueError(f"format {document.get('format')!r}, expected {FORMAT}")
+        version = document.get("format")
+        if version not in READABLE:
+            raise ValueError(f"format {version!r}, expected one of {READABLE}")
         return Measurements(
             profiles={
                 entry["key"]: ProfiledJob(
@@ -70,7 +72,7 @@ def read(path: Path) -> Measurements:
                 )
                 for entry in document["profiles"]
             },
-            wires={tuple(e["key"]): _wire(e["wire"]) for e in document["wires"]},
+            wires={tuple(e["key"]): _wire(e["wire"], version) for e in document["wires"]},
             delays={tuple(e["key"]): SharedHostDelays(**e["delays"]) for e in document["delays"]},
             fits={tuple(e["key"]): dict(e["fit"]) for e in document["fits"]},
         )
@@ -83,5 +85,10 @@ def _profile(fields: dict[str, Any]) -> ModelProfile:
     return ModelProfile(**{**fields, **tuples})
 
 
-def _wire(fields: dict[str, Any]) -> Wire:
-    return Wire(**{**fields, "calls": tuple((kind, rate) for kind, rate in fields["calls"])})
+def _wire(fields: dict[str, Any], version: int) -> Wire:
+    calls: list[tuple[str, float]] = []
+    for kind, rate in fields["calls"]:
+        if version == 1 and kind == "all_gather":  # as format 1 priced it
+            calls.append((LENGTHS, 0.0))
+        calls.append((kind, rate))
+    return Wire(**{**fields, "calls": tuple(calls)})

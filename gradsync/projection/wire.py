@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from gradsync.types import Compressor, ErrorFeedback, Payload
 
 LENGTH_BYTES = 8  # one int64 length per worker
+LENGTHS = "all_gather_lengths"
+"""The call of a ragged all-gather that tells every worker the others' lengths: one per payload
+whose shapes differ among workers, of a few bytes whatever the gradient (``comm/collective.py``)."""
 REPEATS, MAX_REPEATS = 3, 25
 MEASURE_S = 1.0
 # More than a last-level cache: a step's compression follows backward, which has swept the
@@ -61,6 +64,8 @@ class RecordingCollective(SoloCollective):
         return lambda: payload
 
     def all_gather(self, payload: Payload, *, same_shape: bool = False) -> list[Payload]:
+        if not same_shape:
+            self.calls.append((LENGTHS, 0))
         self.record("all_gather", payload)
         return [tuple(self._elsewhere(t, rank) for t in payload) for rank in range(self.world_size)]
 
@@ -105,11 +110,10 @@ class Wire:
     def transfer_seconds(self, cluster: Cluster, elements: float) -> float:
         """The collectives that exchange ``elements`` of the gradient (a bucket, or all); the
         workers meet at the first (``Cluster.meeting``)."""
-        calls: list[tuple[str, float]] = []
-        for kind, rate in self.calls:
-            if kind == "all_gather":  # ragged tensors: the workers first gather the lengths
-                calls.append((kind, LENGTH_BYTES))
-            calls.append((kind, rate * elements))
+        calls = [
+            ("all_gather", LENGTH_BYTES) if kind == LENGTHS else (kind, rate * elements)
+            for kind, rate in self.calls
+        ]
         if not calls:
             return 0.0
         (first_kind, first_bytes), *rest = calls
@@ -167,7 +171,7 @@ def measure_wire(
         if compressor.allreducible:
             received: Payload | list[Payload] = collective.all_reduce(payload)
         else:
-            received = collective.all_gather(payload)
+            received = collective.all_gather(payload, same_shape=compressor.payload_same_shape)
         exchanged = time.perf_counter()
         combine(compressor, received, ctx, like=gradient)
         compress.append(compressed - start)

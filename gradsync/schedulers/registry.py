@@ -287,10 +287,23 @@ def spec_of(options: Any) -> SchedulerSpec:
     raise ValueError(f"no scheduler has the options {kind!r}")
 
 
+def specs_like(options: Any) -> list[SchedulerSpec]:
+    """The specs ``options`` may be: its own when it is typed; for a node read back from YAML
+    (which has lost its type), every spec that builds the same engine (``_target_``)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if not isinstance(options, DictConfig) or OmegaConf.get_type(options) is not dict:
+        return [spec_of(options)]
+    target = options.get("_target_")
+    return [s for s in SCHEDULERS.values() if getattr(s.config, "_target_", None) == target]
+
+
 def _cannot_sum(scheduler: str, compressor: Any) -> bool:
     """The one rule: a scheduler that sums payloads on the wire needs a compressor whose
     payloads add up (which can depend on its settings: ``exchange``)."""
-    return SCHEDULERS[scheduler].capabilities.allreduces and not compressor.allreducible
+    spec = SCHEDULERS.get(scheduler)  # an engine built directly may have no entry: it sums
+    sums = spec is None or spec.capabilities.allreduces
+    return sums and not compressor.allreducible
 
 
 def allreducible_problem(scheduler: str, compressor_name: str, compressor: Any) -> str | None:

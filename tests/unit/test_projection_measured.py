@@ -3,11 +3,13 @@ a file that is not such a file is refused in one line."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gradsync.projection.measured import Measurements, read, write
 from gradsync.projection.profile import ModelProfile, ProfiledJob, SharedHostDelays
-from gradsync.projection.wire import Wire
+from gradsync.projection.wire import LENGTHS, Wire
 
 PROFILE = ModelProfile(
     model="Net", sizes=(10, 30), forward=(0.001, 0.002), backward=(0.003, 0.004),
@@ -45,3 +47,15 @@ def test_a_file_that_is_not_saved_measurements_is_refused_in_one_line(tmp_path):
         path.write_text(text)
         with pytest.raises(ValueError, match=r"is not a file of saved measurements: .+"):
             read(path)
+
+
+def test_a_format_1_file_prices_every_all_gather_after_a_gather_of_its_lengths(tmp_path):
+    """Format 1 recorded no lengths call and priced one before every all-gather; read back,
+    its wires say so, so old saved measurements predict what they predicted."""
+    path = tmp_path / "measured.json"
+    write(path, Measurements(profiles={}, wires={("k",): WIRE}, delays={}, fits={}))
+    document = json.loads(path.read_text())
+    document["format"] = 1
+    path.write_text(json.dumps(document))
+    calls = read(path).wires[("k",)].calls
+    assert calls == ((LENGTHS, 0.0), ("all_gather", 0.08), ("broadcast", 0.01))

@@ -20,7 +20,7 @@ from gradsync.feedback.auto import for_compressor
 from gradsync.projection.cluster import Cluster
 from gradsync.projection.predict import OVERLAPPED, SCHEDULER_MODELS, Job, predict
 from gradsync.projection.profile import ModelProfile
-from gradsync.projection.wire import LENGTH_BYTES, Wire, extrapolate, measure_wire
+from gradsync.projection.wire import LENGTH_BYTES, LENGTHS, Wire, extrapolate, measure_wire
 from gradsync.schedulers.registry import SCHEDULERS
 
 LAYERS = (2000, 50, 6000, 100, 1200, 10)
@@ -137,7 +137,7 @@ DENSE = Wire(
     density=1.0,
 )  # fmt: skip
 SPARSE = Wire(
-    compressor="topk", numel=PROFILE.numel, calls=(("all_gather", 0.08),),
+    compressor="threshold", numel=PROFILE.numel, calls=((LENGTHS, 0.0), ("all_gather", 0.08)),
     compress_seconds=0.004, density=0.01,
 )  # fmt: skip
 OPTIONS = {  # options set for the toy model (sizes, a rule); every other scheduler: defaults

@@ -149,3 +149,24 @@ def test_each_scheduler_default_is_written_once(value):
         if type(literal) is type(value) and literal == value
     ]
     assert len(where) == 1, f"{value} is written in {where}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_processes_a_job_starts_follow_the_registry_also_read_back_from_yaml(name):
+    """Servers are started for exactly the schedulers whose entry says so; a config Hydra saved
+    unresolved (``.hydra/config.yaml``, read by ``gradsync report``) resolves the same."""
+    cfg = _compose(f"scheduler={name}", "trainer.workers=3", "trainer.servers=2")
+    servers = 2 if SCHEDULERS[name].capabilities.parameter_server else 0
+    assert cfg.trainer.processes == 3 + servers
+    plain = OmegaConf.create(OmegaConf.to_yaml(cfg))  # untyped, interpolations kept
+    assert plain.trainer.processes == 3 + servers
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_engine_takes_its_steps_in_lockstep_exactly_when_its_entry_says_so(name):
+    """The loop reads ``workers_in_lockstep`` from the engine (whether to reduce its metrics
+    over workers); cost models read ``lockstep`` from the registry: they must agree."""
+    from hydra.utils import get_class
+
+    engine = get_class(SCHEDULERS[name].config._target_)
+    assert engine.workers_in_lockstep == SCHEDULERS[name].capabilities.lockstep

@@ -13,6 +13,7 @@ CPU the same calls are plain waits.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from torch import Tensor
 
 T = TypeVar("T")
 THREAD_NAME = "gradsync-comm"
+log = logging.getLogger("gradsync")
 
 
 def _tensors(value: Any) -> Iterator[Tensor]:
@@ -86,12 +88,15 @@ class CommThread:
     def __init__(self, device: torch.device) -> None:
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self._jobs: queue.SimpleQueue[Job[Any] | None] = queue.SimpleQueue()
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         self._thread.start()
 
     def submit(self, work: Callable[[], T], *, inputs: Any = ()) -> Job[T]:
         """Queue ``work`` after everything submitted before it. ``inputs``: tensors it reads or
         writes, kept from reuse (CUDA) until the job's stream is done with them."""
+        if self._closed:
+            raise RuntimeError("the communication thread was closed: nothing runs after close()")
         job: Job[T] = Job(work)
         if self.stream is not None:
             job.ready = torch.cuda.Event()
@@ -125,8 +130,11 @@ class CommThread:
     def close(self, timeout_s: float = 30.0) -> None:
         """Stop after the jobs already submitted. A thread stuck in a collective whose peer is
         gone is left behind (it is a daemon), not waited for forever."""
+        self._closed = True
         self._jobs.put(None)
         self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            log.warning(f"{THREAD_NAME}: still in a collective {timeout_s:.0f} s after close()")
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:

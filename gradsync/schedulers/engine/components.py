@@ -62,7 +62,8 @@ class SyncComponents:
         """Stop the communication thread once what was submitted has run (after ``flush``)."""
         if self._comm is not None:
             self._comm.close()
-            self._comm = None
+            self._comm, self._queued = None, None
+            self.compressor.bind(self.collective)
 
     def compress_with_feedback(self, flat: Tensor, *, group: GroupInfo) -> tuple[Payload, Any]:
         """Compensate ``flat`` (the gradients of ``group``) with its error-feedback residual,

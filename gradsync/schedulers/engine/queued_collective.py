@@ -86,7 +86,11 @@ class QueuedCollective:
     def reduce_metrics(
         self, values: Sequence[float], *, device: torch.device, op: str = "sum"
     ) -> list[float]:
-        return self._call(lambda: self.inner.reduce_metrics(values, device=device, op=op))
+        """Logged metrics, between steps: in the thread's order, but no part of a step's time
+        (an ``agree`` span here would land in the next step's figures)."""
+        return self._comm.submit(
+            lambda: self.inner.reduce_metrics(values, device=device, op=op)
+        ).wait()
 
     def fork(self, *, interface: str | None = None) -> Collective:
         return self.inner.fork(interface=interface)

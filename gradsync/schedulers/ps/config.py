@@ -19,6 +19,15 @@ class _ParameterServerConfig(SchedulerOptions):
     server: str = "gradsync.schedulers.ps.server.serve_bulk_synchronous"
     """The servers' loop (fixed by the scheduler)."""
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        fixed = type(self).server
+        require(
+            self.server == fixed,
+            f"scheduler.server is fixed by the scheduler ({fixed}); choose another scheduler "
+            "instead",
+        )
+
 
 @dataclass
 class PsBspConfig(_ParameterServerConfig):
@@ -26,17 +35,21 @@ class PsBspConfig(_ParameterServerConfig):
 
 
 @dataclass
-class AspConfig(_ParameterServerConfig):
+class _StaleConfig(_ParameterServerConfig):
+    """Each gradient applied as it arrives: workers out of lockstep, their servers' loop."""
+
     _target_: str = "gradsync.schedulers.ps.worker.StalePsSync"
     server: str = "gradsync.schedulers.ps.server.serve_stale"
+
+
+@dataclass
+class AspConfig(_StaleConfig):
     staleness: int | None = None
     """No bound: a worker never waits for the others."""
 
 
 @dataclass
-class SspConfig(_ParameterServerConfig):
-    _target_: str = "gradsync.schedulers.ps.worker.StalePsSync"
-    server: str = "gradsync.schedulers.ps.server.serve_stale"
+class SspConfig(_StaleConfig):
     staleness: int = option(3, at_least=0)
     """A worker that has pushed c gradients waits until the slowest has pushed c − staleness."""
 
