@@ -56,17 +56,26 @@ def _randomk_step(rank: int, world_size: int) -> dict:
     model = torch.nn.Linear(50, 4)
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     grads = [torch.randn_like(p) for p in model.parameters()]
-    for p, g in zip(model.parameters(), grads):
+    for p, g in zip(model.parameters(), grads, strict=True):
         p.grad = g.clone()
     before = [p.detach().clone() for p in model.parameters()]
     feedback = ResidualFeedback()
-    sync = AllreduceSync(compressor=RandomKCompressor(density=0.1, seed=3), feedback=feedback,
-                         collective=TorchCollective(), clock=time.perf_counter)
+    sync = AllreduceSync(
+        compressor=RandomKCompressor(density=0.1, seed=3),
+        feedback=feedback,
+        collective=TorchCollective(),
+        clock=time.perf_counter,
+    )
     sync.attach(model, opt)
     stats = sync.step(step=7)
-    update = torch.cat([(b - p.detach()).reshape(-1) for b, p in zip(before, model.parameters())])
-    return {"grad": torch.cat([g.reshape(-1) for g in grads]), "update": update,
-            "stats": stats, "residual": feedback.state_dict()["all"]}
+    after = zip(before, model.parameters(), strict=True)
+    update = torch.cat([(b - p.detach()).reshape(-1) for b, p in after])
+    return {
+        "grad": torch.cat([g.reshape(-1) for g in grads]),
+        "update": update,
+        "stats": stats,
+        "residual": feedback.state_dict()["all"],
+    }
 
 
 def test_randomk_averages_the_same_k_elements_of_every_worker(tmp_path):

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from gradsync.algorithms.deft_queues import DeftQueues
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.none import NoneCompressor
 from gradsync.feedback.none import NoneFeedback
 from gradsync.schedulers.allreduce.allreduce import AllreduceSync
-from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.deft.deft import PROFILE_FILE, DeftSync
-from gradsync.algorithms.deft_queues import DeftQueues
+from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.pipelined.wfbp import WfbpSync
 from tests.helpers.dist import run_world
 from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model

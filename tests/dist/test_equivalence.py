@@ -33,12 +33,14 @@ def _model() -> nn.Module:
 def _data(world_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(1)
     n = STEPS * PER_WORKER * world_size
-    return torch.randn(n, 10, generator=gen, dtype=torch.float64), torch.randint(0, 4, (n,), generator=gen)
+    x = torch.randn(n, 10, generator=gen, dtype=torch.float64)
+    return x, torch.randint(0, 4, (n,), generator=gen)
 
 
 def _optimizer(model: nn.Module) -> torch.optim.Optimizer:
-    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True,
-                           weight_decay=1e-3)
+    return torch.optim.SGD(
+        model.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3
+    )
 
 
 def _global_batch(step: int, world_size: int) -> slice:
@@ -54,8 +56,12 @@ def _local_batch(step: int, rank: int, world_size: int) -> slice:
 def _train_gradsync(rank: int, world_size: int) -> list[torch.Tensor]:
     model, (x, y) = _model(), _data(world_size)
     opt = _optimizer(model)
-    sync = AllreduceSync(compressor=NoneCompressor(), feedback=NoneFeedback(),
-                         collective=TorchCollective(), clock=time.perf_counter)
+    sync = AllreduceSync(
+        compressor=NoneCompressor(),
+        feedback=NoneFeedback(),
+        collective=TorchCollective(),
+        clock=time.perf_counter,
+    )
     sync.attach(model, opt)
     for step in range(STEPS):
         s = _local_batch(step, rank, world_size)
@@ -94,8 +100,9 @@ def test_dense_allreduce_equals_big_batch_and_ddp(tmp_path, world_size):
     ddp = run_world(_train_ddp, world_size, tmp_path / "ddp")
     single = _train_single(world_size)
     initial = list(_model().parameters())
-    assert any(not torch.equal(a, b) for a, b in zip(single, initial)), "training changed nothing"
+    moved = [not torch.equal(a, b) for a, b in zip(single, initial, strict=True)]
+    assert any(moved), "training changed nothing"
     for rank in range(world_size):
-        for mine, ref, theirs in zip(ours[rank], single, ddp[rank]):
+        for mine, ref, theirs in zip(ours[rank], single, ddp[rank], strict=True):
             torch.testing.assert_close(mine, ref, rtol=0, atol=1e-12)
             torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-12)

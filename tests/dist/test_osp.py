@@ -15,11 +15,11 @@ from omegaconf import DictConfig, OmegaConf
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.none import NoneCompressor
 from gradsync.config.schema import TrainerConfig
-from gradsync.schedulers.ps.config import OspConfig, PsBspConfig
 from gradsync.feedback.none import NoneFeedback
+from gradsync.schedulers.ps.config import OspConfig, PsBspConfig
 from gradsync.schedulers.ps.groups import make_groups
-from gradsync.schedulers.ps.server import serve
 from gradsync.schedulers.ps.osp import OspSync
+from gradsync.schedulers.ps.server import serve
 from gradsync.schedulers.ps.worker import PsSync
 from tests.helpers.dist import run_world
 from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model

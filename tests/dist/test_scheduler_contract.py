@@ -114,9 +114,7 @@ def _assert_same(got: list[torch.Tensor], want: list[torch.Tensor], name: str) -
 
 def test_every_scheduler_without_servers_trains_and_keeps_its_claims(tmp_path):
     names = [n for n in WITHOUT_SERVERS if n != REFERENCE]
-    results = run_world(
-        _train_each, WORKERS, tmp_path, _configs([REFERENCE, *names]), timeout=240
-    )
+    results = run_world(_train_each, WORKERS, tmp_path, _configs([REFERENCE, *names]), timeout=240)
     _check(results, names, _claims_allreduce)
 
 

@@ -10,9 +10,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradsync.comm.collective import TorchCollective
-from gradsync.compressors.cltk import CLTKCompressor
-from gradsync.compressors.deft import DEFTCompressor
 from gradsync.algorithms.deft_plan import (
     assign_local_k,
     bin_for_rank,
@@ -20,6 +17,9 @@ from gradsync.algorithms.deft_plan import (
     lpt_bins,
     partition_layers,
 )
+from gradsync.comm.collective import TorchCollective
+from gradsync.compressors.cltk import CLTKCompressor
+from gradsync.compressors.deft import DEFTCompressor
 from gradsync.compressors.selection import range_norms
 from gradsync.compressors.threshold import ThresholdCompressor
 from gradsync.compressors.topk import TopKCompressor
@@ -64,7 +64,8 @@ def _run(
         records = []
         for step in range(steps):
             compensated = feedback.compensate(_gradient(rank, step, sizes, identical), name="g")
-            payload, ctx = compressor.compress(compensated, group=GroupInfo.of_sizes("g", step, sizes))
+            group = GroupInfo.of_sizes("g", step, sizes)
+            payload, ctx = compressor.compress(compensated, group=group)
             transmitted = compressor.decompress(payload, ctx)
             feedback.update(compensated, transmitted, name="g")
             own = compressor.selected(payload, ctx)
