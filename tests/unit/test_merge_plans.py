@@ -177,3 +177,11 @@ def test_exchanges_after_the_busy_share_of_the_compute_stream_get_the_idle_price
     assert seconds(1.0) == pytest.approx(iteration_seconds(plan, THREE, cost, after=idle))
     assert seconds(0.0) == pytest.approx(iteration_seconds(plan, THREE, idle))
     assert seconds(0.0) < seconds(0.5) <= seconds(1.0) < iteration_seconds(plan, THREE, cost)
+
+
+def test_the_rules_the_config_offers_are_the_rules_there_are():
+    """``scheduler.rule`` is checked (torch- and numpy-free) against the names the OMGS options
+    list; every one must name a planner, and every planner must be offered."""
+    from gradsync.schedulers.pipelined.config import OMGS_RULE_NAMES
+
+    assert set(OMGS_RULE_NAMES) == set(OMGS_RULES)
