@@ -15,7 +15,7 @@ import os
 import signal
 import time
 
-from gradsync.dist.env import first_slurm_host, slurm_port
+from gradsync.dist.env import first_slurm_host, slurm_port, slurm_tasks_per_node
 from gradsync.launch import WorkerFailure
 from runners.task import TaskRunner
 
@@ -48,6 +48,7 @@ class SlurmRunner(TaskRunner):
             "RANK": str(self.task),
             "WORLD_SIZE": str(self.workers),
             "LOCAL_RANK": os.environ.get("SLURM_LOCALID", "0"),
+            "LOCAL_WORLD_SIZE": str(slurm_tasks_per_node(os.environ)),
             "MASTER_ADDR": first_slurm_host(os.environ.get("SLURM_JOB_NODELIST", "")),
             "MASTER_PORT": str(slurm_port(os.environ.get("SLURM_JOB_ID", "0"))),
         }

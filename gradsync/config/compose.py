@@ -29,6 +29,7 @@ from gradsync.config.schema import (
     register_schemas,
 )
 from gradsync.config.schemas.core import RunnerConfig
+from gradsync.dist.devices import gpu_shortage, gpus_on_node
 from gradsync.schedulers.registry import (
     allreducible_problem,
     spec_of,
@@ -297,20 +298,21 @@ def _check_scheduler_fits_compressor(cfg: DictConfig, typed: TrainConfig) -> Non
 
 
 def _check_device(cfg: TrainConfig) -> None:
+    """GPUs for the workers this host starts; none asked of a host that submits the job to
+    run elsewhere (the workers check their own node when they start)."""
     if cfg.trainer.device is not Device.cuda:
+        return
+    workers_here = cfg.runner.workers_starting_here(cfg.trainer.workers)
+    if workers_here is None:
         return
     import torch  # only when CUDA is asked for
 
-    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if available == 0:
-        raise ConfigError(
-            "trainer.device=cuda but this machine has no usable CUDA device; use trainer.device=cpu"
-        )
-    if cfg.trainer.workers > available:
-        raise ConfigError(
-            f"trainer.workers={cfg.trainer.workers} needs one GPU each but this machine has "
-            f"{available}; lower trainer.workers or use more nodes"
-        )
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    problem = gpu_shortage(
+        gpus=gpus_on_node(os.environ, visible), workers_here=workers_here, where="this machine"
+    )
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _check_model_fits_dataset(cfg: TrainConfig) -> None:

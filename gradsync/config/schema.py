@@ -248,6 +248,21 @@ def _per_node(workers: int, nodes: int) -> int:
     return int(workers) // int(nodes)
 
 
+def _cpus_per_task(threads: int, loader_workers: int) -> int:
+    return int(threads) + int(loader_workers)
+
+
+def _gpus_per_node(
+    device: Any, workers: int, processes: int, nodes: int, gres: str | None
+) -> int | None:
+    """One GPU for each worker of the fullest node (a node's tasks are a block of ranks;
+    parameter servers, the last ranks, take none); None on CPU or when ``gres`` asks for
+    GPUs."""
+    if getattr(device, "value", device) != Device.cuda.value or "gpu" in (gres or ""):
+        return None
+    return min(int(workers), int(processes) // int(nodes))
+
+
 def _parameter_server(*, _root_: Any) -> bool:
     """Whether the job's scheduler runs servers besides the workers (its registry entry says;
     False while no scheduler is chosen). Also for a config read back from YAML."""
@@ -268,17 +283,21 @@ def _colocated(servers: int, colocate: bool, parameter_server: bool) -> int:
 
 
 def register_schemas() -> None:
+    from gradsync.config.slurm_launcher import store_launcher as store_slurm_launcher
     from gradsync.schedulers.registry import store_options as store_scheduler_options
 
     """Store every schema in Hydra's ConfigStore under ``schema/<group>/<option>``, and the
     resolvers configs use."""
     # Tasks per node of a multi-node job: ${gradsync.per_node:${trainer.workers},${runner.nodes}}
     OmegaConf.register_new_resolver("gradsync.per_node", _per_node, replace=True)
+    OmegaConf.register_new_resolver("gradsync.cpus_per_task", _cpus_per_task, replace=True)
+    OmegaConf.register_new_resolver("gradsync.gpus_per_node", _gpus_per_node, replace=True)
     OmegaConf.register_new_resolver("gradsync.parameter_server", _parameter_server, replace=True)
     OmegaConf.register_new_resolver("gradsync.processes", _processes, replace=True)
     OmegaConf.register_new_resolver("gradsync.colocated", _colocated, replace=True)
     store = ConfigStore.instance()
     store.store(name="schema_train", node=TrainConfig)
+    store_slurm_launcher()
     store_scheduler_options()
     for group, options in _collect_schemas().items():
         for option, node in options.items():

@@ -20,6 +20,8 @@ class DistEnv:
     rank: int
     world_size: int
     local_rank: int
+    local_world_size: int
+    """Ranks on this node (this rank's node holds ranks ``rank - local_rank`` and up)."""
     init_method: str
     """A torch.distributed init method: ``env://`` (MASTER_ADDR/PORT) or ``tcp://host:port``."""
     launcher: str
@@ -36,6 +38,7 @@ class DistEnv:
                 rank=int(env["RANK"]),
                 world_size=int(env["WORLD_SIZE"]),
                 local_rank=int(env.get("LOCAL_RANK", env["RANK"])),
+                local_world_size=int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"])),
                 init_method="env://",
                 launcher=env.get("GRADSYNC_LAUNCHER", "torchrun"),
             )
@@ -46,6 +49,7 @@ class DistEnv:
                 rank=int(env["SLURM_PROCID"]),
                 world_size=int(env["SLURM_NTASKS"]),
                 local_rank=int(env.get("SLURM_LOCALID", "0")),
+                local_world_size=slurm_tasks_per_node(env),
                 init_method=f"tcp://{host}:{port}",
                 launcher="slurm",
             )
@@ -53,6 +57,15 @@ class DistEnv:
             "no rank found in the environment: start workers with `gradsync run`, `torchrun` "
             "or `srun` (RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS must be set)"
         )
+
+
+def slurm_tasks_per_node(env: Mapping[str, str]) -> int:
+    """Tasks of this job step on each node: ``SLURM_NTASKS_PER_NODE`` (submitit always asks
+    with ``--ntasks-per-node``), else the tasks spread evenly over the nodes."""
+    per_node = env.get("SLURM_NTASKS_PER_NODE", "")
+    if per_node.isdigit():
+        return int(per_node)
+    return int(env.get("SLURM_NTASKS", "1")) // max(1, int(env.get("SLURM_NNODES", "1")))
 
 
 def slurm_port(job_id: str) -> int:

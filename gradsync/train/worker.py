@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -26,8 +27,10 @@ from torch.utils.data import DataLoader, Subset
 
 from gradsync.comm.collective import TorchCollective
 from gradsync.comm.probe import allreduce_mbit, probe_bytes
+from gradsync.data.once import load_in_turn
 from gradsync.data.sharding import ShardedBatchSampler, eval_shard
 from gradsync.data.spec import DataSplits
+from gradsync.dist.devices import gpu_shortage, gpus_on_node, local_device, workers_on_node
 from gradsync.dist.env import DistEnv
 from gradsync.metrics.loggers import NullLogger
 from gradsync.schedulers.ps.groups import make_groups
@@ -43,11 +46,34 @@ from gradsync.types import MetricsLogger
 log = logging.getLogger("gradsync")
 
 
+class NoGpuForWorker(RuntimeError):
+    """This node has fewer GPUs than workers placed on it (the job's one-line reason)."""
+
+
 def _device(cfg: DictConfig, env: DistEnv) -> torch.device:
-    if cfg.trainer.device == "cuda":
-        torch.cuda.set_device(env.local_rank)
-        return torch.device("cuda", env.local_rank)
-    return torch.device("cpu")
+    """A worker's GPU (its local rank modulo the devices it sees) under trainer.device=cuda,
+    after checking that this node has one for each of its workers; parameter servers (ranks
+    from trainer.workers up) stay on the CPU."""
+    if cfg.trainer.device != "cuda" or env.rank >= cfg.trainer.workers:
+        return torch.device("cpu")
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    workers_here = workers_on_node(
+        rank=env.rank,
+        local_rank=env.local_rank,
+        local_world_size=env.local_world_size,
+        workers=cfg.trainer.workers,
+    )
+    node = f"node {socket.gethostname()}"
+    problem = gpu_shortage(
+        gpus=gpus_on_node(os.environ, visible), workers_here=workers_here, where=node
+    )
+    if problem is None:  # the node has GPUs for this job; this process must see one of them
+        problem = gpu_shortage(gpus=visible, workers_here=1, where=node)
+    if problem is not None:
+        raise NoGpuForWorker(problem)
+    index = local_device(env.local_rank, visible)
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
 
 
 def init_process_group(cfg: DictConfig, env: DistEnv, device: torch.device) -> None:
@@ -69,16 +95,16 @@ def _broadcast_model(model: torch.nn.Module) -> None:
 
 
 def _load_data(cfg: DictConfig, env: DistEnv) -> DataSplits:
-    """Load the dataset; when it may be downloaded, local rank 0 fetches it while the others
-    wait, so no two processes write the same files."""
+    """Load the dataset; when it may be downloaded, one rank fetches it while the others wait
+    (``load_in_turn``), so no two processes write the same files."""
     if not cfg.dataset.get("download", False):
         return builders.build_data(cfg)
-    if env.local_rank != 0:
-        dist.barrier()
-    data = builders.build_data(cfg)
-    if env.local_rank == 0:
-        dist.barrier()
-    return data
+    return load_in_turn(
+        lambda: builders.build_data(cfg),
+        rank=env.rank,
+        local_rank=env.local_rank,
+        barrier=dist.barrier,
+    )
 
 
 def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:

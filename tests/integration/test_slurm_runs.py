@@ -176,3 +176,24 @@ def test_a_parameter_server_job_gets_its_server_task(gradsync_cmd, slurm_env, tm
     windows = [r for r in metrics(Path(row["run_dir"])) if "sched/staleness" in r]
     assert windows and all(w["sched/staleness"] <= 3 for w in windows)  # ssp's bound
     assert all(w["comm/bytes_sent"] > 0 for w in windows)  # pushed to the server task
+
+
+def test_sbatch_options_setup_lines_and_srun_arguments_reach_the_job(
+    gradsync_cmd, slurm_env, tmp_path
+):
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli(
+        gradsync_cmd, "run", "runner=slurm", "trainer.max_steps=3", "trainer.loader_workers=1",
+        'runner.setup=["echo setup-line-ran"]', 'runner.srun_args=["--kill-on-bad-exit=1"]',
+        "+runner.additional_parameters.comment=gradsync-test", f"hydra.sweep.dir={sweep_dir}",
+        env=slurm_env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert summary(sweep_dir / "0")["status"] == "completed"
+    (script,) = (sweep_dir / ".submitit").glob("*/*_submission.sh")
+    text = script.read_text()
+    # Threads and the loader's worker process, each a core; the free-form option as given.
+    assert "#SBATCH --cpus-per-task=2" in text and "#SBATCH --comment=gradsync-test" in text
+    assert "srun --unbuffered" in text and "--kill-on-bad-exit=1" in text
+    logs = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob("*/*_log.out"))
+    assert "setup-line-ran" in logs  # the job script ran the setup line before srun

@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 from omegaconf import II
 
 from gradsync.config.schema import TaskBound, TrainerConfig, require
+from gradsync.dist.devices import workers_on_node
+from gradsync.dist.env import DistEnv
 from gradsync.dist.host_checks import (
     missing_netem_requirement,
     missing_sbatch,
@@ -120,6 +122,12 @@ class RunnerConfig:
         """Why this runner cannot start jobs on this machine (one line), or None."""
         return None
 
+    def workers_starting_here(self, workers: int) -> int | None:
+        """How many of a job's ``workers`` this host starts, which need a GPU each under
+        trainer.device=cuda; None when they start elsewhere (a cluster's nodes), where each
+        worker checks its own node."""
+        return None
+
     @staticmethod
     def launcher_overrides(jobs: list[Any]) -> list[str]:
         """Hydra launcher settings that depend on the whole sweep (``jobs``: each job's typed
@@ -143,6 +151,9 @@ class LocalRunnerConfig(RunnerConfig):
 
     def __post_init__(self) -> None:
         require(self.grace_period_s >= 0, "runner.grace_period_s must be >= 0")
+
+    def workers_starting_here(self, workers: int) -> int | None:
+        return workers  # every process of the job runs on this host
 
 
 @dataclass
@@ -193,12 +204,34 @@ class SlurmRunnerConfig(RunnerConfig):
     partition: str | None = None
     time_min: int = 60
     """Time limit of each job, in minutes."""
-    cpus_per_task: int = II("trainer.threads_per_worker")
-    gpus_per_node: int | None = None
-    """GPUs to request per node (with trainer.device=cuda: workers / nodes)."""
+    cpus_per_task: int = II(
+        "gradsync.cpus_per_task:${trainer.threads_per_worker},${trainer.loader_workers}"
+    )
+    """Cores per task: its compute threads and its data-loading processes."""
+    gpus_per_node: int | None = II(
+        "gradsync.gpus_per_node:${trainer.device},${trainer.workers},${runner.workers},"
+        "${runner.nodes},${runner.gres}"
+    )
+    """GPUs to request per node (``--gpus-per-node``). Derived: with trainer.device=cuda, one
+    for each worker of a node (none when runner.gres asks for them); none on CPU."""
+    gres: str | None = None
+    """Generic resources, as sbatch's ``--gres`` takes them (``gpu:a100:8``): for sites that
+    want GPUs asked for this way; then no ``--gpus-per-node`` is added."""
+    constraint: str | None = None
+    """Node features the job needs (``--constraint``, e.g. ``a100&ib``)."""
+    exclude: str | None = None
+    """Nodes the job must not run on (``--exclude``, e.g. ``gpu[07-08]``)."""
     mem_gb: int | None = None
     account: str | None = None
     qos: str | None = None
+    setup: list[str] = field(default_factory=list)
+    """Shell lines the job script runs before srun starts the tasks (``module load cuda``,
+    ``source venv/bin/activate``, ``export NCCL_SOCKET_IFNAME=ib0``)."""
+    srun_args: list[str] = field(default_factory=list)
+    """Extra arguments of the ``srun`` that starts the tasks (``--cpu-bind=none``)."""
+    additional_parameters: dict[str, Any] = field(default_factory=dict)
+    """Any other sbatch option, name without dashes to value (``{mail-type: END,
+    reservation: big}``): each becomes ``#SBATCH --name=value``."""
     array_parallelism: int = 256
     """At most this many jobs of the array run at once."""
     max_requeues: int = 0
@@ -260,9 +293,13 @@ class SlurmRunnerConfig(RunnerConfig):
         optional = {
             "--partition": self.partition,
             "--gpus-per-node": self.gpus_per_node,
+            "--gres": self.gres,
+            "--constraint": self.constraint,
+            "--exclude": self.exclude,
             "--mem": None if self.mem_gb is None else f"{self.mem_gb}GB",
             "--account": self.account,
             "--qos": self.qos,
+            **{f"--{name}": value for name, value in self.additional_parameters.items()},
         }
         return options + [
             f"{flag}={value}" for flag, value in optional.items() if value is not None
@@ -276,6 +313,19 @@ class TorchrunRunnerConfig(RunnerConfig):
     _target_: str = "runners.torchrun.TorchrunRunner"
     workers: int = II("trainer.processes")
     report_grace_s: float = 3.0
+
+    def workers_starting_here(self, workers: int) -> int | None:
+        # This node's processes (torchrun's LOCAL_WORLD_SIZE), of which those below
+        # trainer.workers are workers; each node's torchrun checks its own.
+        if missing_torchrun_env() is not None:
+            return None  # not under torchrun: machine_problem says so
+        env = DistEnv.from_environ()
+        return workers_on_node(
+            rank=env.rank,
+            local_rank=env.local_rank,
+            local_world_size=env.local_world_size,
+            workers=workers,
+        )
 
     def machine_problem(self) -> str | None:
         problem = missing_torchrun_env()
