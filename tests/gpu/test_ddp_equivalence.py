@@ -3,8 +3,8 @@ classifier, the same data, seed and steps, ``compressor=none`` and ``scheduler=a
 engine with its communication thread on its own CUDA stream) against DDP.
 
 Tolerance: float64, rtol 0 and atol 1e-12, as the gloo comparison (tests/dist/
-test_equivalence.py). The sums are taken differently: DDP scales each gradient by 1/N into its
-buckets and all-reduces those, gradsync all-reduces one flat tensor and divides by N, and NCCL
+test_equivalence.py). The sums are taken differently: DDP averages bucket by bucket (its
+gradients scaled by 1/N), gradsync all-reduces one flat tensor and divides by N, and NCCL
 chooses its algorithm (ring, tree, NVLS) per message size, so with more ranks the order of the
 additions differs. That costs float64 rounding, about 1e-16 relative per step, which six steps
 cannot grow to 1e-12 (with two ranks every element is one addition, and halving is exact, so
