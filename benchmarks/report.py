@@ -15,10 +15,16 @@ import torch
 BENCHMARKS_MD = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 
 
-def machine() -> str:
-    """Where a table was measured, for the line above it."""
+def machine(device: str = "cpu") -> str:
+    """Where a table was measured, for the line above it (``cuda``: with the GPU, CUDA and
+    NCCL versions)."""
     cpu = platform.processor() or platform.machine()
-    return f"{cpu}, {mp.cpu_count()} cores, torch {torch.__version__}"
+    host = f"{cpu}, {mp.cpu_count()} cores, torch {torch.__version__}"
+    if device != "cuda":
+        return host
+    nccl = ".".join(str(part) for part in torch.cuda.nccl.version())
+    gpu = torch.cuda.get_device_name()
+    return f"{torch.cuda.device_count()}x {gpu}, CUDA {torch.version.cuda}, NCCL {nccl}; {host}"
 
 
 def write_section(key: str, title: str, body: str) -> None:

@@ -1,4 +1,5 @@
-"""Run a function on N real gloo ranks (spawned processes, FileStore rendezvous in tmp_path)."""
+"""Run a function on N real ranks (spawned processes, FileStore rendezvous in tmp_path): gloo on
+the CPU, or NCCL with rank r on GPU r."""
 
 from __future__ import annotations
 
@@ -11,15 +12,31 @@ from typing import Any
 
 
 def _entry(
-    fn: Callable[..., Any], rank: int, world_size: int, store: str, out: str, args: tuple[Any, ...]
+    fn: Callable[..., Any],
+    rank: int,
+    world_size: int,
+    store: str,
+    out: str,
+    args: tuple[Any, ...],
+    device: str,
 ) -> None:
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     try:
+        backend, bound = "gloo", None
+        if device == "cuda":
+            # One rank per GPU (NCCL refuses two on one); bound at init, the communicator is
+            # made now rather than at the first collective.
+            torch.cuda.set_device(rank)
+            backend, bound = "nccl", torch.device("cuda", rank)
         dist.init_process_group(
-            "gloo", init_method=f"file://{store}", rank=rank, world_size=world_size
+            backend,
+            init_method=f"file://{store}",
+            rank=rank,
+            world_size=world_size,
+            device_id=bound,
         )
         result: Any = ("ok", fn(rank, world_size, *args))
     except BaseException:
@@ -31,18 +48,25 @@ def _entry(
 
 
 def run_world(
-    fn: Callable[..., Any], world_size: int, tmp_path: Path, *args: Any, timeout: float = 120
+    fn: Callable[..., Any],
+    world_size: int,
+    tmp_path: Path,
+    *args: Any,
+    timeout: float = 120,
+    device: str = "cpu",
 ) -> list[Any]:
     """``fn(rank, world_size, *args)`` on every rank; returns the results in rank order.
 
     ``fn`` must be importable (module level) because ranks are spawned interpreters.
+    ``device="cuda"``: the ranks talk over NCCL, rank r on GPU r (its current device); results
+    come back through pickles, so ``fn`` returns CPU tensors.
     """
     tmp_path.mkdir(parents=True, exist_ok=True)
     ctx = mp.get_context("spawn")
     store = tmp_path / "store"
     outs = [tmp_path / f"result{r}.pkl" for r in range(world_size)]
     procs = [
-        ctx.Process(target=_entry, args=(fn, r, world_size, str(store), str(outs[r]), args))
+        ctx.Process(target=_entry, args=(fn, r, world_size, str(store), str(outs[r]), args, device))
         for r in range(world_size)
     ]
     for p in procs:

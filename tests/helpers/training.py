@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from gradsync.types import SyncModel
+
 PER_WORKER = 8
 
 
@@ -36,3 +38,44 @@ def local_loss(
 
 def sgd(model: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+
+
+def on_device(data: tuple[Tensor, Tensor], device: torch.device) -> tuple[Tensor, Tensor]:
+    x, y = data
+    return x.to(device), y.to(device)
+
+
+def train_synced(
+    sync: SyncModel, rank: int, world_size: int, steps: int, device: torch.device
+) -> list[Tensor]:
+    """The tiny model trained ``steps`` steps on ``device`` with ``sync`` exchanging and
+    updating, as the training loop drives it; its parameters, on the CPU."""
+    model = tiny_model().to(device)
+    data = on_device(tiny_data(steps, world_size), device)
+    optimizer = sgd(model)
+    sync.attach(model, optimizer)
+    for step in range(steps):
+        sync.begin(step=step)
+        loss = local_loss(model, data, step, rank, world_size)
+        loss.backward()
+        sync.step(step=step, loss=loss.detach())
+        optimizer.zero_grad(set_to_none=True)
+    sync.flush()
+    sync.close()
+    return [p.detach().cpu() for p in model.parameters()]
+
+
+def train_ddp(rank: int, world_size: int, steps: int, device: torch.device) -> list[Tensor]:
+    """The same training under PyTorch DDP (the reference of dense data-parallel SGD); its
+    parameters, on the CPU."""
+    model = tiny_model().to(device)
+    data = on_device(tiny_data(steps, world_size), device)
+    ddp = nn.parallel.DistributedDataParallel(
+        model, device_ids=[device] if device.type == "cuda" else None
+    )
+    optimizer = sgd(ddp)
+    for step in range(steps):
+        local_loss(ddp, data, step, rank, world_size).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return [p.detach().cpu() for p in model.parameters()]
