@@ -30,6 +30,7 @@ from gradsync.comm.probe import allreduce_mbit, probe_bytes
 from gradsync.data.once import load_in_turn
 from gradsync.data.sharding import ShardedBatchSampler, eval_shard
 from gradsync.data.spec import DataSplits
+from gradsync.dist.backends import bound_device, job_backends, tensors_on
 from gradsync.dist.devices import gpu_shortage, gpus_on_node, local_device, workers_on_node
 from gradsync.dist.env import DistEnv
 from gradsync.metrics.loggers import NullLogger
@@ -77,21 +78,29 @@ def _device(cfg: DictConfig, env: DistEnv) -> torch.device:
 
 
 def init_process_group(cfg: DictConfig, env: DistEnv, device: torch.device) -> None:
+    """The default group, with the job's backend (``job_backends``: the same on every rank),
+    bound to this rank's GPU only for NCCL."""
+    backend = job_backends(cfg).world
     dist.init_process_group(
-        backend="nccl" if device.type == "cuda" else "gloo",
+        backend=backend,
         init_method=env.init_method,
         rank=env.rank,
         world_size=env.world_size,
         timeout=timedelta(seconds=cfg.trainer.comm_timeout_s),
-        device_id=device if device.type == "cuda" else None,
+        device_id=bound_device(backend, device),
     )
 
 
-def _broadcast_model(model: torch.nn.Module) -> None:
+def _broadcast_model(model: torch.nn.Module, *, via: torch.device) -> None:
+    """Rank 0's weights and buffers to every rank over the default group, whose tensors live
+    on ``via`` (the host for gloo: staged there when the model is on a GPU)."""
     # Identical seeds already give identical weights on CPU; the broadcast makes it a guarantee
     # (GPU initializers need not be bitwise reproducible across devices).
     for tensor in model.state_dict().values():
-        dist.broadcast(tensor, src=0)
+        staged = tensor.to(via)  # the tensor itself when it is there already
+        dist.broadcast(staged, src=0)
+        if staged is not tensor:
+            tensor.copy_(staged)
 
 
 def _load_data(cfg: DictConfig, env: DistEnv) -> DataSplits:
@@ -112,13 +121,19 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     torch.set_num_threads(t.threads_per_worker)
     device = _device(cfg, env)
     init_process_group(cfg, env, device)
+    backends = job_backends(cfg)
     # Parameter servers share the world (ranks trainer.workers and up): the workers' group.
-    workers = make_groups(t.workers, timedelta(seconds=t.comm_timeout_s))
+    workers = make_groups(
+        t.workers,
+        timedelta(seconds=t.comm_timeout_s),
+        backend=backends.workers,
+        device_id=bound_device(backends.workers, device),
+    )
 
     data = _load_data(cfg, env)
     torch.manual_seed(t.seed)  # the same model everywhere ...
     model = builders.build_model(cfg, data.spec).to(device)
-    _broadcast_model(model)
+    _broadcast_model(model, via=tensors_on(backends.world, device))
     torch.manual_seed(t.seed + env.rank)  # ... and per-worker randomness after that
 
     steps_per_epoch, total_steps = _steps(cfg, len(data.train))  # type: ignore[arg-type]
@@ -226,7 +241,9 @@ def _announce_link(logger: MetricsLogger, env: DistEnv, device: torch.device) ->
     if announced is None or env.world_size < 2:
         return None
     link = float(announced)
-    measured = allreduce_mbit(nbytes=probe_bytes(link), device=device)
+    # Over the default group, on the device its backend sends from (gloo: the host).
+    probe_on = tensors_on(dist.get_backend(), device)
+    measured = allreduce_mbit(nbytes=probe_bytes(link), device=probe_on)
     logger.log({"runner/link_mbit": link, "runner/probe_mbit": measured}, step=0)
     if env.is_main:
         log.info(f"link {link:g} Mbit/s; all-reduce probe {measured:.0f} Mbit/s")
