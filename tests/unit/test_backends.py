@@ -3,10 +3,13 @@ device and the scheduler's registry entry, for every (device, parameter server) 
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 import torch
 from omegaconf import OmegaConf
 
+from gradsync.compressors.sparse import SparseCtx
 from gradsync.config.compose import compose_jobs, resolved_yaml
 from gradsync.dist.backends import (
     GLOO,
@@ -19,6 +22,7 @@ from gradsync.dist.backends import (
     runs_servers,
     tensors_on,
 )
+from gradsync.schedulers.ps.host import pickled
 from gradsync.schedulers.registry import SCHEDULERS
 
 GPU = torch.device("cuda", 1)  # a device object only: nothing here touches CUDA
@@ -62,3 +66,10 @@ def test_only_nccl_groups_are_bound_to_a_gpu_and_gloo_tensors_live_on_the_host()
     assert bound_device(GLOO, GPU) is None and tensors_on(GLOO, GPU) == HOST
     # A parameter server (on the host) is outside the workers' NCCL group: nothing to bind.
     assert bound_device(NCCL, HOST) is None
+
+
+def test_a_context_of_host_tensors_pickles_as_before():
+    """What a CPU worker pushes is unchanged, byte for byte (its size is counted as traffic)."""
+    ctx = SparseCtx(indices=torch.tensor([3, 1, 4]), shape=torch.Size([8]))
+    layout = [(torch.float32, (3,))]
+    assert pickled((ctx, layout)) == pickle.dumps((ctx, layout))

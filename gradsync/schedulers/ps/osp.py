@@ -23,6 +23,10 @@ step, in step order), the background group only ICS (one a step, started only af
 previous one was waited for), and the server takes them in the same order: RS of step i, ICS
 of step i, RS of step i+1. ICS stays on its own group so that its push and reply, in flight
 across the next step's RS, never meet RS's messages under the same tags.
+
+On a GPU the gradients, LGP's local change and its correction stay on the device; what RS and
+ICS push goes to the host on the communication thread, and what comes back goes to the device
+(``host.py``). The step's loss travels inside RS's push, so it is never read on the host here.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.ps.config import MAX_UNIMPORTANT, UMAX_FORMULA
 from gradsync.schedulers.ps.groups import background
-from gradsync.schedulers.ps.layout import PULL, PUSH
+from gradsync.schedulers.ps.host import host_empty, to_device, to_host
+from gradsync.schedulers.ps.layout import CLOCKS, PULL, PUSH
 from gradsync.types import Collective, SyncStats
 
 
@@ -81,7 +86,7 @@ class OspSync(SyncComponents):
         self._pending: _Ics | None = None
         self._began = 0.0
         self._comm: CommThread | None = None
-        self._timer = StepTimer(torch.device("cpu"))
+        self._timer: StepTimer | None = None
         self._routine: Collective = self.collective
         """After ``attach``: every rank over the default group (RS)."""
         self._ics: Collective = self.collective
@@ -102,31 +107,31 @@ class OspSync(SyncComponents):
         return [i for i, important in enumerate(self._gib) if important == keep]
 
     def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
-        assert self._optimizer is not None and self._comm is not None, "attach() before step()"
-        start = self._timer.mark()
+        comm, timer = self._comm, self._timer
+        assert self._optimizer is not None and comm is not None and timer is not None, "attach()"
+        start = timer.mark()
         compute = self.clock() - self._began  # feeds the server's U_max: the synchronizing clock
         grads = [
             p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
             for p in self._params
         ]
         important, unimportant = self._layers(True), self._layers(False)
-        dtype = self._params[0].dtype
-        stamp = torch.tensor([float(loss) if loss is not None else 0.0, compute], dtype=dtype)
-        push = torch.cat([*(grads[i].reshape(-1) for i in important), stamp])
-        reply = torch.empty(
-            sum(self._params[i].numel() for i in important) + len(self._params) + 2, dtype=dtype
-        )
-        self._comm.submit(partial(self._routine_stage, push, reply), inputs=(push, reply)).wait()
-        synced = self._timer.mark()
-        values = reply[: reply.numel() - len(self._params) - 2]
-        bitmap = reply[values.numel() : values.numel() + len(self._params)]
-        following = [b != 0 for b in bitmap.tolist()]
+        device, dtype = self._params[0].device, self._params[0].dtype
+        # The server's stamp (loss, compute time), made where the gradients are: the loss is
+        # not read on the host here.
+        seen = torch.zeros(1, device=device) if loss is None else loss.detach().reshape(1)
+        stamp = [seen.to(dtype), torch.full((1,), compute, device=device, dtype=dtype)]
+        push = torch.cat([*(grads[i].reshape(-1) for i in important), *stamp])
+        size = sum(self._params[i].numel() for i in important)
+        stage = partial(self._routine_stage, push, size)
+        values, following = comm.submit(stage, inputs=push).wait()
+        synced = timer.mark()
         with torch.no_grad():
             for layer, value in zip(
                 important, values.split([self._params[i].numel() for i in important]), strict=True
             ):
                 self._params[layer].copy_(value.view_as(self._params[layer]))
-        with self._timer.span("ics_wait"):
+        with timer.span("ics_wait"):
             self._correct(still_unimportant=set(unimportant))
         lr = float(self._optimizer.param_groups[0]["lr"])
         local = []
@@ -137,14 +142,14 @@ class OspSync(SyncComponents):
                 local.append(change)
         if unimportant:
             payload = torch.cat([grads[i].reshape(-1) for i in unimportant])
-            finish = self._comm.submit(partial(self._start_ics, payload), inputs=payload).wait()
+            finish = comm.submit(partial(self._start_ics, payload), inputs=payload).wait()
             self._pending = _Ics(unimportant, local, finish)
         self._gib = following
         mark_stepped(self._optimizer)  # the server stepped its own
         model_bytes = sum(p.numel() * p.element_size() for p in self._params)
-        self._timer.add("rs", start, synced)
-        self._timer.add("after_rs", synced, self._timer.mark())
-        seconds = self._timer.read()
+        timer.add("rs", start, synced)
+        timer.add("after_rs", synced, timer.mark())
+        seconds = timer.read()
         rs_bytes, ics_bytes = self._routine.take_bytes().payload, self._ics.take_bytes().payload
         return SyncStats(
             bytes_sent=rs_bytes + ics_bytes,
@@ -168,17 +173,22 @@ class OspSync(SyncComponents):
             },
         )
 
-    def _routine_stage(self, push: Tensor, reply: Tensor) -> None:
-        """On the communication thread: RS's push, then the server's reply into ``reply`` (it
-        replies once it has every worker's push)."""
-        self._routine.send((push,), dst=self._server, tag=PUSH)
+    def _routine_stage(self, push: Tensor, size: int) -> tuple[Tensor, list[bool]]:
+        """On the communication thread: RS's push, then the server's reply (once it has every
+        worker's push): the ``size`` new values of the important layers, on the device, and
+        the next GIB (read on the host, where the reply lands)."""
+        reply = host_empty(size + len(self._params) + CLOCKS, push.dtype)
+        self._routine.send((to_host(push),), dst=self._server, tag=PUSH)
         self._routine.recv((reply,), src=self._server, tag=PULL)
+        bitmap = reply[size : size + len(self._params)].tolist()
+        return to_device(reply[:size], push.device), [b != 0 for b in bitmap]
 
     def _start_ics(self, payload: Tensor) -> Callable[[], Tensor]:
         """On the communication thread: start ICS's push and its reply without waiting; the
-        function that waits for both and gives the global change."""
-        result = torch.empty_like(payload)
-        sent = self._ics.start_send((payload,), dst=self._server, tag=PUSH)
+        function that waits for both and gives the global change (on the host)."""
+        pushed = to_host(payload)  # kept by the send until it is sent
+        result = torch.empty_like(pushed)
+        sent = self._ics.start_send((pushed,), dst=self._server, tag=PUSH)
         received = self._ics.start_recv((result,), src=self._server, tag=PULL)
 
         def finish() -> Tensor:
@@ -199,7 +209,9 @@ class OspSync(SyncComponents):
             raise RuntimeError(
                 f"scheduler=osp: the background synchronization failed: {exc}"
             ) from exc
-        changes = result.split([self._params[i].numel() for i in ics.layers])
+        changes = to_device(result, self._params[0].device).split(
+            [self._params[i].numel() for i in ics.layers]
+        )
         with torch.no_grad():
             for layer, local, change in zip(ics.layers, ics.local, changes, strict=True):
                 if still_unimportant is None or layer in still_unimportant:

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from gradsync.comm.collective import TorchCollective
 from gradsync.comm.solo import SoloCollective
 from gradsync.config.instantiate import build, resolve
+from gradsync.dist.backends import HOST
 from gradsync.schedulers.ps.layout import PULL, Shards
 from gradsync.schedulers.ps.messages import recv_payload
 from gradsync.train.build import build_optimizer, lr_factor
@@ -60,7 +61,9 @@ def serve(
     sees this server's flat global parameters after every synchronous iteration (for tests);
     ``link_mbit``: the link's measured rate."""
     loop = resolve(str(cfg.scheduler.server), path="scheduler.server")
-    loop(cfg, model, Serving(server, steps_per_epoch, total_steps, after_step, link_mbit))
+    # A server's model and optimizer live on the host, where gloo sends from, whatever device
+    # the workers compute on.
+    loop(cfg, model.to(HOST), Serving(server, steps_per_epoch, total_steps, after_step, link_mbit))
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,10 @@ worker pushes its gradient (one shard to each server, point to point) and waits 
 parameters the servers send back, which replace its own; it never steps an optimizer itself.
 What the servers do with the gradients (average a step's, or apply each as it arrives, with or
 without a staleness bound) is in ``server.py`` beside this; this side is the same for all.
+
+On a GPU the gradient is compressed (with error feedback) on the device; only the pushed
+payloads go to the host, and only the pulled parameters come back to the device
+(``host.py``), on the communication thread's stream.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.engine.group_info import bucket_parts
 from gradsync.schedulers.engine.queued_collective import AGREE
 from gradsync.schedulers.engine.step_timer import StepTimer
+from gradsync.schedulers.ps.host import host_empty, to_device
 from gradsync.schedulers.ps.layout import CLOCKS, PULL, Shards
 from gradsync.schedulers.ps.messages import send_payload
 from gradsync.types import Collective, Compressor, GroupInfo, Payload, SyncStats
@@ -42,7 +47,7 @@ class PsSync(SyncComponents):
         self._shards: Shards | None = None
         self._optimizer: Optimizer | None = None
         self._comm: CommThread | None = None
-        self._timer = StepTimer(torch.device("cpu"))
+        self._timer: StepTimer | None = None
         self._servers: Collective = self.collective
         """After ``attach``: every rank of the job, for the pushes and pulls."""
 
@@ -62,11 +67,11 @@ class PsSync(SyncComponents):
         return None  # everything happens after backward
 
     def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
-        shards, comm = self._shards, self._comm
-        assert shards is not None and comm is not None, "attach() before step()"
+        shards, comm, timer = self._shards, self._comm, self._timer
+        assert shards is not None and comm is not None and timer is not None, "attach() first"
         assert self._optimizer is not None
         flat = flat_gradient(self._params)
-        start = self._timer.mark()
+        start = timer.mark()
         payloads = [
             self.compress_with_feedback(
                 flat[shards.slice(s)],
@@ -80,22 +85,20 @@ class PsSync(SyncComponents):
             )
             for s in range(shards.servers)
         ]
-        compressed = self._timer.mark()
-        exchange = comm.submit(partial(self._push_pull, payloads, flat.dtype), inputs=payloads)
-        pulled = exchange.wait()
-        communicated = self._timer.mark()
-        new = torch.cat([p[:-CLOCKS] for p in pulled])
+        compressed = timer.mark()
+        pull = partial(self._push_pull, payloads, flat.dtype, flat.device)
+        new, (slowest, fastest) = comm.submit(pull, inputs=payloads).wait()
+        communicated = timer.mark()
         offset = 0
         with torch.no_grad():
             for param in self._params:
                 param.copy_(new[offset : offset + param.numel()].view_as(param))
                 offset += param.numel()
         mark_stepped(self._optimizer)  # the servers stepped theirs
-        slowest, fastest = (float(c) for c in pulled[0][-CLOCKS:])
-        self._timer.add("compress", start, compressed)
-        self._timer.add("comm", compressed, communicated)
-        self._timer.add("update", communicated, self._timer.mark())
-        seconds = self._timer.read()
+        timer.add("compress", start, compressed)
+        timer.add("comm", compressed, communicated)
+        timer.add("update", communicated, timer.mark())
+        seconds = timer.read()
         pushed = self._servers.take_bytes()
         agreed = self.collective.take_bytes()  # what selection that talks sent
         return SyncStats(
@@ -115,10 +118,13 @@ class PsSync(SyncComponents):
             },
         )
 
-    def _push_pull(self, payloads: list[tuple[Payload, Any]], dtype: torch.dtype) -> list[Tensor]:
+    def _push_pull(
+        self, payloads: list[tuple[Payload, Any]], dtype: torch.dtype, device: torch.device
+    ) -> tuple[Tensor, tuple[float, float]]:
         """On the communication thread: every shard pushed to its server, then the parameters
-        each sends back (with the slowest and fastest worker's clock), in server order, one
-        operation at a time (a server replies only once it has the pushes it waits for)."""
+        each sends back, in server order, one operation at a time (a server replies only once
+        it has the pushes it waits for). The new flat parameters, on ``device``, and the
+        slowest and fastest worker's clock (read on the host, where the replies land)."""
         shards = self._shards
         assert shards is not None
         for s, (payload, ctx) in enumerate(payloads):
@@ -126,10 +132,12 @@ class PsSync(SyncComponents):
         pulled = []
         for s in range(shards.servers):
             size = shards.bounds[s + 1] - shards.bounds[s] + CLOCKS
-            reply = torch.empty(size, dtype=dtype)
+            reply = host_empty(size, dtype)
             self._servers.recv((reply,), src=shards.rank(s), tag=PULL)
             pulled.append(reply)
-        return pulled
+        slowest, fastest = pulled[0][-CLOCKS:].tolist()
+        new = to_device(torch.cat([p[:-CLOCKS] for p in pulled]), device)
+        return new, (slowest, fastest)
 
     def state_dict(self) -> dict[str, Any]:
         return self.components_state()
