@@ -137,9 +137,7 @@ _PIPELINED = Capabilities(overlaps_backward=True, equals_allreduce=True)
 _PRIORITY = Capabilities(
     allreduces=True, overlaps_backward=True, concurrent_exchanges=True, equals_allreduce=True
 )
-_ASYNCHRONOUS_SERVERS = Capabilities(
-    parameter_server=True, devices=("cpu",), resumable=False, lockstep=False
-)
+_ASYNCHRONOUS_SERVERS = Capabilities(parameter_server=True, resumable=False, lockstep=False)
 
 SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
     [
@@ -224,7 +222,7 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             summary="parameter server, bulk synchronous",
             config=PsBspConfig,
             capabilities=Capabilities(
-                parameter_server=True, devices=("cpu",), resumable=False, equals_allreduce=True
+                parameter_server=True, resumable=False, equals_allreduce=True
             ),
             cost_model="gradsync.schedulers.ps.cost:bulk_synchronous",
             headline=(("none",),),
@@ -249,7 +247,6 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             config=OspConfig,
             capabilities=Capabilities(
                 parameter_server=True,
-                devices=("cpu",),
                 resumable=False,
                 dense_only=True,
                 servers=1,

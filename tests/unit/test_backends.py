@@ -61,6 +61,11 @@ def test_the_job_reads_servers_from_the_registry_also_from_the_yaml_workers_get(
         assert job_backends(config) == Backends(world=GLOO if servers else NCCL, workers=NCCL)
 
 
+def test_parameter_server_schedulers_take_gpu_workers():
+    with_servers = [s for s in SCHEDULERS.values() if s.capabilities.parameter_server]
+    assert with_servers and all("cuda" in s.capabilities.devices for s in with_servers)
+
+
 def test_only_nccl_groups_are_bound_to_a_gpu_and_gloo_tensors_live_on_the_host():
     assert bound_device(NCCL, GPU) == GPU and tensors_on(NCCL, GPU) == GPU
     assert bound_device(GLOO, GPU) is None and tensors_on(GLOO, GPU) == HOST

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,12 +67,18 @@ def test_dense_only_schedulers_refuse_compression(name):
         check_config(cfg, launcher_here=False, machine=False)
 
 
-@pytest.mark.parametrize(
-    "name", [n for n in NAMES if "cuda" not in SCHEDULERS[n].capabilities.devices]
-)
-def test_cpu_only_schedulers_refuse_cuda(name):
+@pytest.mark.parametrize("name", NAMES)
+def test_the_devices_a_scheduler_takes_are_the_ones_its_entry_lists(name, monkeypatch):
+    """The check reads the entry: a scheduler that lists cuda is taken on it, and the same
+    scheduler without cuda in its entry is refused, in one line that says which device to use."""
+    spec = SCHEDULERS[name]
     cfg = _compose(f"scheduler={name}", "trainer.device=cuda")
-    with pytest.raises(ConfigError, match=f"scheduler={name} runs on cpu only"):
+    if "cuda" in spec.capabilities.devices:
+        check_config(cfg, launcher_here=False, machine=False)
+    cpu_only = replace(spec, capabilities=replace(spec.capabilities, devices=("cpu",)))
+    monkeypatch.setitem(SCHEDULERS, name, cpu_only)
+    refusal = f"^scheduler={name} runs on cpu only, not cuda; use trainer.device=cpu$"
+    with pytest.raises(ConfigError, match=refusal):
         check_config(cfg, launcher_here=False, machine=False)
 
 
