@@ -266,12 +266,10 @@ def _gpus_per_node(
 def _parameter_server(*, _root_: Any) -> bool:
     """Whether the job's scheduler runs servers besides the workers (its registry entry says;
     False while no scheduler is chosen). Also for a config read back from YAML."""
-    from gradsync.schedulers.registry import specs_like
+    from gradsync.schedulers.registry import runs_servers
 
     scheduler = _root_.get("scheduler")
-    if scheduler is None:
-        return False
-    return any(spec.capabilities.parameter_server for spec in specs_like(scheduler))
+    return scheduler is not None and runs_servers(scheduler)
 
 
 def _processes(workers: int, servers: int, parameter_server: bool) -> int:

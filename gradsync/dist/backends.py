@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 import torch
 from omegaconf import DictConfig
 
-from gradsync.schedulers.registry import specs_like
+from gradsync.schedulers.registry import runs_servers
 
 GLOO, NCCL = "gloo", "nccl"
 HOST = torch.device("cpu")
@@ -40,12 +39,6 @@ def choose_backends(*, device: str, parameter_server: bool) -> Backends:
     if device == "cuda":
         return Backends(world=GLOO if parameter_server else NCCL, workers=NCCL)
     raise ValueError(f"no process-group backend for trainer.device={device}; use cpu or cuda")
-
-
-def runs_servers(scheduler: Any) -> bool:
-    """Whether the scheduler (a composed ``scheduler`` node, also one read back from YAML)
-    runs parameter servers besides the workers."""
-    return any(spec.capabilities.parameter_server for spec in specs_like(scheduler))
 
 
 def job_backends(cfg: DictConfig) -> Backends:

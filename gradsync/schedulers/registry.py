@@ -295,6 +295,12 @@ def specs_like(options: Any) -> list[SchedulerSpec]:
     return [s for s in SCHEDULERS.values() if getattr(s.config, "_target_", None) == target]
 
 
+def runs_servers(scheduler: Any) -> bool:
+    """Whether the scheduler (a composed ``scheduler`` node, also one read back from YAML)
+    runs parameter servers besides the workers."""
+    return any(spec.capabilities.parameter_server for spec in specs_like(scheduler))
+
+
 def _cannot_sum(scheduler: str, compressor: Any) -> bool:
     """The one rule: a scheduler that sums payloads on the wire needs a compressor whose
     payloads add up (which can depend on its settings: ``exchange``)."""

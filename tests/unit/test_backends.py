@@ -19,11 +19,10 @@ from gradsync.dist.backends import (
     bound_device,
     choose_backends,
     job_backends,
-    runs_servers,
     tensors_on,
 )
 from gradsync.schedulers.ps.host import pickled
-from gradsync.schedulers.registry import SCHEDULERS
+from gradsync.schedulers.registry import SCHEDULERS, runs_servers
 
 GPU = torch.device("cuda", 1)  # a device object only: nothing here touches CUDA
 
