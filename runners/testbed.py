@@ -15,12 +15,16 @@ link below its rate (4 kB: 11.6 and 25.9 ms). Everything is removed on exit, als
 an error or Ctrl-C. Needs root and iproute2.
 
 The kernel here has no ``netem`` qdisc, so only the rate is shaped (no added delay or loss).
+
+``NamedHosts`` turns the namespaces into the nodes of a cluster: each has a hostname of its own
+that every node resolves to its address, as torchrun's rendezvous, gloo and Slurm expect.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 from types import TracebackType
 
 from gradsync.dist.rates import rate_mbit
@@ -143,6 +147,35 @@ class ShapedNetwork:
         while self._created:
             ns = self._created.pop()
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+
+class NamedHosts:
+    """The namespaces of ``network`` as the hosts of a cluster: host i is called ``names[i]``
+    (its hostname) and every host resolves each name to that host's address, from an
+    /etc/hosts of their own written to ``hosts_file``. ``command(i, argv)`` runs on host i.
+
+    Commands enter the namespace with ``nsenter`` and a mount and UTS namespace of their own,
+    not with ``ip netns exec``: that remounts /sys, which hides the cgroup tree slurmd needs.
+    The shared hostname is what breaks multi-node jobs in bare namespaces: it resolves to
+    127.0.0.1 on every one, so gloo binds to loopback and torchrun's c10d rendezvous finds no
+    host for its store and hands out a master address no other node can reach."""
+
+    def __init__(self, network: ShapedNetwork, names: list[str], hosts_file: Path) -> None:
+        if len(names) != network.workers:
+            raise ValueError(f"{network.workers} hosts need {network.workers} names")
+        self.network, self.names, self.hosts_file = network, names, hosts_file
+        table = zip(network.addresses, names, strict=True)
+        lines = ["127.0.0.1 localhost", *(f"{ip} {name}" for ip, name in table)]
+        hosts_file.write_text("\n".join(lines) + "\n")
+
+    def command(self, host: int, argv: list[str]) -> list[str]:
+        # The script's $0 is the hostname, $1 the hosts file; the rest is the command.
+        script = 'mount --bind "$1" /etc/hosts && hostname "$0" && shift && exec "$@"'
+        return [
+            "nsenter", f"--net=/run/netns/{self.network.namespaces[host]}",
+            "unshare", "--mount", "--uts",
+            "sh", "-c", script, self.names[host], str(self.hosts_file), *argv,
+        ]  # fmt: skip
 
 
 def _ip(*argv: str) -> None:

@@ -3,9 +3,10 @@
     torchrun --nproc-per-node 4 -m gradsync run runner=torchrun trainer.workers=4
 
 torchrun starts one gradsync process per worker with RANK, WORLD_SIZE, LOCAL_RANK and
-MASTER_ADDR/PORT set; each runs the job and starts its own worker with them. All processes
-share the run directory (by default one named after torchrun's run id); rank 0 writes the
-summary. When a worker fails, torchrun stops the others and the job reports the first failure.
+MASTER_ADDR/PORT set; each runs the job and starts its own worker with them. All processes, on
+every node, share the run directory (by default one they agree on through torchrun's store,
+``gradsync/dist/run_name.py``); rank 0 writes the summary. When a worker fails, torchrun stops
+the others and the job reports the first failure.
 """
 
 from __future__ import annotations

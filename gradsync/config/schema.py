@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from hydra.core.config_store import ConfigStore
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 
+from gradsync.dist.run_name import torchrun_run_name
+
 if TYPE_CHECKING:
     from gradsync.config.schemas.core import RunnerConfig
 
@@ -293,6 +295,8 @@ def register_schemas() -> None:
     OmegaConf.register_new_resolver("gradsync.parameter_server", _parameter_server, replace=True)
     OmegaConf.register_new_resolver("gradsync.processes", _processes, replace=True)
     OmegaConf.register_new_resolver("gradsync.colocated", _colocated, replace=True)
+    # The run directory every process of a torchrun job agrees on (runner/torchrun.yaml).
+    OmegaConf.register_new_resolver("gradsync.torchrun_run", torchrun_run_name, replace=True)
     store = ConfigStore.instance()
     store.store(name="schema_train", node=TrainConfig)
     store_slurm_launcher()

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 
 from gradsync.dist.env import TORCHRUN_VARS
+from gradsync.dist.run_name import run_name_problem
 
 TEST_ONLY_TIMEOUT_S = 60  # sbatch retries an unreachable controller for a while
 
@@ -64,4 +65,4 @@ def missing_torchrun_env() -> str | None:
             "runner=torchrun runs under torchrun: torchrun --nproc-per-node N -m gradsync run "
             f"runner=torchrun ... ({', '.join(absent)} not set)"
         )
-    return None
+    return run_name_problem()

@@ -11,7 +11,7 @@ from gradsync.config.compose import ConfigError, compose_jobs
 from gradsync.dist import host_checks
 from gradsync.dist.rates import rate_mbit
 from runners.netem import worker_env
-from runners.testbed import MIN_BURST_BYTES, ShapedNetwork, default_burst
+from runners.testbed import MIN_BURST_BYTES, NamedHosts, ShapedNetwork, default_burst
 from tests.helpers.dist import run_world
 
 
@@ -49,6 +49,18 @@ def test_every_worker_gets_its_own_namespace_and_address():
     ]
     # Interface names must fit the kernel's 15 characters.
     assert len(f"{net.prefix}v{net.workers - 1}a") <= 15
+
+
+def test_named_hosts_resolve_every_name_to_its_host_s_address(tmp_path):
+    net = ShapedNetwork(workers=2, rate="1gbit")
+    hosts = NamedHosts(net, ["node0", "node1"], tmp_path / "hosts")
+    table = dict(line.split()[::-1] for line in (tmp_path / "hosts").read_text().splitlines())
+    assert table == {"localhost": "127.0.0.1", "node0": net.addresses[0], "node1": net.addresses[1]}
+    command = hosts.command(1, ["python", "-V"])
+    assert f"--net=/run/netns/{net.namespaces[1]}" in command
+    assert command[-4:] == ["node1", str(tmp_path / "hosts"), "python", "-V"]
+    with pytest.raises(ValueError, match="2 hosts need 2 names"):
+        NamedHosts(net, ["node0"], tmp_path / "other")
 
 
 def test_without_root_the_refusal_is_one_line(monkeypatch):
