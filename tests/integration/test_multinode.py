@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,9 +25,15 @@ from runners.testbed import NamedHosts, ShapedNetwork
 from tests.helpers import slurm
 from tests.helpers.cli import final_params, run_cli, run_completed, summary
 
-pytestmark = pytest.mark.skipif(
-    missing_netem_requirement() is not None, reason=str(missing_netem_requirement())
-)
+
+def _missing() -> str | None:
+    absent = [tool for tool in ("nsenter", "unshare") if shutil.which(tool) is None]
+    if absent:
+        return f"emulated nodes need {' and '.join(absent)} (apt-get install util-linux)"
+    return missing_netem_requirement()
+
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
 
 NODES = ["node0", "node1"]
 JOB = ["trainer.workers=2", "trainer.max_steps=4"]
