@@ -249,7 +249,7 @@ class Trainer:
                 "lr_scheduler": self.lr_scheduler.state_dict(),
                 "precision": self.precision.state_dict(),
             },
-            local={"sync": self.sync.state_dict(), "rng": torch.get_rng_state()},
+            local={"sync": self.sync.state_dict(), **checkpoint.rng_state(self.device)},
             barrier=self.collective.barrier,
         )
 
@@ -260,6 +260,6 @@ class Trainer:
         self.lr_scheduler.load_state_dict(common["lr_scheduler"])
         self.precision.load_state_dict(common.get("precision", {}))  # older checkpoints: none
         self.sync.load_state_dict(local["sync"])
-        torch.set_rng_state(local["rng"])
+        checkpoint.restore_rng(local, self.device)
         self.position = position
         log.info(f"resumed from {path} at epoch {position.epoch}, step {position.step}")

@@ -1,5 +1,5 @@
 """``trainer.precision``: which schedulers take fp16, what fp32/bf16/fp16 do to one training
-step, and the ``:inf`` fault."""
+step, the ``:inf`` fault, and the RNG states a checkpoint keeps."""
 
 from __future__ import annotations
 
@@ -10,11 +10,16 @@ from torch import nn
 from gradsync.config.compose import ConfigError, check_config, compose_jobs
 from gradsync.config.schema import Precision
 from gradsync.schedulers.registry import SCHEDULERS
+from gradsync.train.checkpoint import restore_rng, rng_state
 from gradsync.train.faults import FaultPlan, InjectedFault
 from gradsync.train.precision import LOSS_SCALE_METRIC, MixedPrecision
 from tests.unit.test_registry import _compose
 
 CPU = torch.device("cpu")
+GPU = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
 
 
 def _servers(name: str) -> str:
@@ -108,3 +113,28 @@ def test_the_inf_fault_overflows_one_rank_at_one_step_and_raises_nothing():
         assert torch.isinf(got) if step == 3 else got is loss
     with pytest.raises(InjectedFault):
         FaultPlan(rank=1, spec="1:3", slow_spec="").check(3)
+
+
+def _draws(device: torch.device) -> torch.Tensor:
+    return torch.rand(4, device=device)
+
+
+def test_a_cpu_checkpoint_keeps_the_cpu_generator_and_no_gpu_state():
+    state = rng_state(CPU)
+    assert set(state) == {"rng"}
+    expected = _draws(CPU)
+    _draws(CPU)
+    restore_rng(state, CPU)
+    assert torch.equal(_draws(CPU), expected)
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=GPU)])
+def test_a_gpu_checkpoint_keeps_the_gpu_generator_too(device):
+    cuda = torch.device(device, torch.cuda.current_device())
+    state = rng_state(cuda)
+    assert set(state) == {"rng", "cuda_rng"}
+    expected_cpu, expected_gpu = _draws(CPU), _draws(cuda)
+    _draws(CPU), _draws(cuda)
+    restore_rng(state, cuda)
+    assert torch.equal(_draws(CPU), expected_cpu)
+    assert torch.equal(_draws(cuda), expected_gpu)
