@@ -207,7 +207,10 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
 
 def _check_scheduler_capabilities(cfg: DictConfig, typed: TrainConfig) -> None:
     """What the scheduler's registry entry says it cannot take: a device, compression, a
-    number of servers, resuming."""
+    number of servers, resuming, fp16's loss scaling."""
+    from gradsync.config.schema import Precision
+    from gradsync.schedulers.registry import SCHEDULERS
+
     spec = spec_of(typed.scheduler)
     able = spec.capabilities
     device = typed.trainer.device.value
@@ -231,6 +234,13 @@ def _check_scheduler_capabilities(cfg: DictConfig, typed: TrainConfig) -> None:
         raise ConfigError(
             f"scheduler={spec.name} cannot resume: it does not checkpoint its servers' "
             "optimizer state; start a new run"
+        )
+    if typed.trainer.precision is Precision.fp16 and not able.loss_scaling:
+        able_ones = [name for name, s in SCHEDULERS.items() if s.capabilities.loss_scaling]
+        raise ConfigError(
+            f"scheduler={spec.name} does not apply each step's gradient on every worker in that "
+            "step, so fp16's loss scaling cannot skip an overflowing step; use "
+            f"trainer.precision=bf16, or scheduler={'/'.join(able_ones)}"
         )
 
 

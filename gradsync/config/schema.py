@@ -35,6 +35,15 @@ class OptimizerName(Enum):
     adam = "adam"
 
 
+class Precision(Enum):
+    """The forward pass's arithmetic (``trainer.precision``); parameters, gradients and the
+    optimizer stay in float32 (``gradsync/train/precision.py``)."""
+
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
 class LRSchedule(Enum):
     constant = "constant"
     step = "step"
@@ -74,6 +83,10 @@ class TrainerConfig:
     workers: int = 2
     """Worker processes (data-parallel ranks)."""
     device: Device = Device.cpu
+    precision: Precision = Precision.fp32
+    """fp32; bf16 or fp16: the forward pass and loss under ``torch.autocast``; fp16 also scales
+    the loss (``torch.amp.GradScaler``), skipping a step whose gradients overflow on any
+    worker."""
     epochs: int = 10
     max_steps: int | None = None
     """Stop after this many optimizer steps in total (None: run all epochs)."""

@@ -72,6 +72,11 @@ class Capabilities:
     equals_allreduce: bool = False
     """With ``compressor=none`` it trains exactly as ``scheduler=allreduce`` does (the same
     mean gradient, applied once per step), whatever it overlaps."""
+    loss_scaling: bool = False
+    """It takes ``trainer.precision=fp16``: every worker applies each step's gradient in that
+    step (the exchange engine's ``step``), so an overflowing step is skipped on all of them at
+    once and its error feedback undone. Deferred updates (applied in the next forward pass, or
+    steps later with other steps' gradients summed in) and servers that step cannot."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +138,7 @@ def _registry(specs: Iterable[SchedulerSpec]) -> dict[str, SchedulerSpec]:
     return registry
 
 
-_PIPELINED = Capabilities(overlaps_backward=True, equals_allreduce=True)
+_PIPELINED = Capabilities(overlaps_backward=True, equals_allreduce=True, loss_scaling=True)
 _PRIORITY = Capabilities(
     allreduces=True, overlaps_backward=True, concurrent_exchanges=True, equals_allreduce=True
 )
@@ -145,7 +150,7 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             name="allreduce",
             summary="one exchange of the whole flattened gradient after backward",
             config=AllreduceConfig,
-            capabilities=Capabilities(equals_allreduce=True),
+            capabilities=Capabilities(equals_allreduce=True, loss_scaling=True),
             cost_model="gradsync.schedulers.allreduce.cost:iteration",
             headline=(("none",), ("topk",), ("deft",), ("cltk",), ("terngrad",)),
         ),
@@ -154,7 +159,7 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             summary="DDP's wait-free backpropagation: buckets all-reduced during backward",
             config=WfbpSchedulerConfig,
             capabilities=Capabilities(
-                allreduces=True, overlaps_backward=True, equals_allreduce=True
+                allreduces=True, overlaps_backward=True, equals_allreduce=True, loss_scaling=True
             ),
             cost_model="gradsync.schedulers.pipelined.cost:wfbp",
             baseline=True,
@@ -182,6 +187,7 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
                 fits_in_place=True,
                 decisions=("gamma", "alpha", "beta"),
                 equals_allreduce=True,
+                loss_scaling=True,
             ),
             cost_model="gradsync.schedulers.pipelined.cost:omgs",
             simulate_variants=(("scheduler.rule=paper",), ("scheduler.rule=optimal",)),

@@ -14,6 +14,7 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
 from gradsync.config.instantiate import build
+from gradsync.config.schema import Precision
 from gradsync.data.spec import DataSpec, DataSplits
 from gradsync.metrics.loggers import (
     ConsoleLogger,
@@ -23,6 +24,8 @@ from gradsync.metrics.loggers import (
     WandbLogger,
 )
 from gradsync.metrics.summary import METRICS_FILE
+from gradsync.schedulers.engine.loss_scale import LossScale
+from gradsync.train.precision import MixedPrecision
 from gradsync.types import Collective, MetricsLogger, SyncModel
 
 log = logging.getLogger("gradsync")
@@ -75,9 +78,19 @@ def build_lr_scheduler(
     return LambdaLR(optimizer, lr_lambda=factor)
 
 
+def build_precision(cfg: DictConfig, device: torch.device) -> MixedPrecision:
+    return MixedPrecision(Precision(cfg.trainer.precision), device)
+
+
 def build_sync(
-    cfg: DictConfig, *, collective: Collective, clock: Any, run_dir: Path | None = None
+    cfg: DictConfig,
+    *,
+    collective: Collective,
+    clock: Any,
+    run_dir: Path | None = None,
+    loss_scale: LossScale | None = None,
 ) -> SyncModel:
+    """``loss_scale``: fp16's (``MixedPrecision.loss_scale``), which the scheduler applies."""
     compressor = build(cfg.compressor, path="compressor")
     feedback = build(cfg.feedback, path="feedback", compressor=compressor)
     scheduler = build(cfg.scheduler, path="scheduler")
@@ -87,6 +100,7 @@ def build_sync(
         collective=collective,
         clock=clock,
         run_dir=run_dir,
+        loss_scale=loss_scale,
     )
 
 

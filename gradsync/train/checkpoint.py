@@ -1,8 +1,9 @@
 """Resumable checkpoints shared by all workers.
 
 Layout: ``<run_dir>/checkpoints/step_<N>/`` holds ``common.pt`` (model, optimizer, LR schedule,
-position; written by rank 0), ``rank<r>.pt`` (that worker's synchronization state such as error
-feedback residuals, and its RNG state) and ``meta.json``. ``checkpoints/latest`` names the newest
+fp16's loss scale, position; written by rank 0), ``rank<r>.pt`` (that worker's synchronization
+state such as error feedback residuals, and its RNG states: the CPU's, and its GPU's when it
+trains on one) and ``meta.json``. ``checkpoints/latest`` names the newest
 complete one; it is replaced atomically only after every rank has written its part, so a crash
 while saving leaves the previous checkpoint in place.
 """
@@ -15,7 +16,10 @@ import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 LATEST = "latest"
 
@@ -87,3 +91,24 @@ def load(checkpoint: Path, *, rank: int) -> tuple[dict[str, Any], dict[str, Any]
     common = torch.load(checkpoint / "common.pt", map_location="cpu", weights_only=False)
     local = torch.load(checkpoint / f"rank{rank}.pt", map_location="cpu", weights_only=False)
     return common, local, Position(**common["position"])
+
+
+def rng_state(device: torch.device) -> dict[str, Any]:
+    """This worker's random generators: the CPU's (``rng``) and, on a GPU, that device's
+    (``cuda_rng``), as ``rank<r>.pt`` keeps them."""
+    import torch
+
+    state: dict[str, Any] = {"rng": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda_rng"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def restore_rng(local: dict[str, Any], device: torch.device) -> None:
+    """Put back what ``rng_state`` saved. A checkpoint written on the CPU has no GPU state: the
+    GPU's generator keeps its seed."""
+    import torch
+
+    torch.set_rng_state(local["rng"])
+    if device.type == "cuda" and "cuda_rng" in local:
+        torch.cuda.set_rng_state(local["cuda_rng"], device)

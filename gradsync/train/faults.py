@@ -1,17 +1,22 @@
-"""Deliberate failures for testing how a job dies, ``GRADSYNC_FAULT=rank:step[:hang]``, a
-deliberate straggler, ``GRADSYNC_SLOW=rank:seconds`` (that rank takes that much longer every
+"""Deliberate failures for testing how a job dies, ``GRADSYNC_FAULT=rank:step[:hang|:inf]``,
+a deliberate straggler, ``GRADSYNC_SLOW=rank:seconds`` (that rank takes that much longer every
 step), and the one-line form of a collective timeout.
 
 Rank ``rank`` raises at optimizer step ``step`` (with ``:hang``, it stops responding instead,
-like a worker stuck outside a collective its peers are waiting in). Used by the tests of
-failure propagation (and by anyone who wants to see what a crashed worker looks like); unset,
-it does nothing.
+like a worker stuck outside a collective its peers are waiting in; with ``:inf``, its gradients
+at that step overflow, what ``trainer.precision=fp16`` must survive by skipping the step on
+every worker). Used by the tests of failure propagation (and by anyone who wants to see what a
+crashed worker looks like); unset, it does nothing.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class InjectedFault(RuntimeError):
@@ -40,12 +45,14 @@ class FaultPlan:
         slow_spec = os.environ.get("GRADSYNC_SLOW") if slow_spec is None else slow_spec
         self.step: int | None = None
         self.hang = False
+        self.overflow = False
         self.delay_s = 0.0
         if spec:
             fault_rank, fault_step, *mode = spec.split(":")
             if int(fault_rank) == rank:
                 self.step = int(fault_step)
                 self.hang = mode == ["hang"]
+                self.overflow = mode == ["inf"]
         if slow_spec:  # a straggler: rank:seconds of extra time every step
             slow_rank, seconds = slow_spec.split(":")
             if int(slow_rank) == rank:
@@ -54,9 +61,16 @@ class FaultPlan:
     def check(self, step: int) -> None:
         if self.delay_s:
             time.sleep(self.delay_s)
-        if self.step is None or step != self.step:
+        if self.step is None or step != self.step or self.overflow:
             return
         if self.hang:
             while True:  # until the launcher stops this worker
                 time.sleep(1)
         raise InjectedFault(f"injected failure at step {step} (GRADSYNC_FAULT)")
+
+    def differentiated(self, loss: Tensor, step: int) -> Tensor:
+        """What backward starts from: ``loss``, or at an ``:inf`` fault's step ``loss`` times
+        inf, so every gradient is inf or NaN (the logged loss stays the true one)."""
+        if self.overflow and step == self.step:
+            return loss * float("inf")
+        return loss

@@ -21,6 +21,7 @@ from gradsync.metrics.window import MetricsWindow
 from gradsync.tasks import Task
 from gradsync.train import checkpoint
 from gradsync.train.faults import FaultPlan
+from gradsync.train.precision import MixedPrecision
 from gradsync.types import Collective, MetricsLogger, SyncModel
 
 log = logging.getLogger("gradsync")
@@ -52,6 +53,7 @@ class Trainer:
         logger: MetricsLogger,
         schedule: Schedule,
         device: torch.device,
+        precision: MixedPrecision,
         clock: Callable[[], float],
         run_dir: Path,
         global_batch: int,
@@ -70,6 +72,7 @@ class Trainer:
         self.logger = logger
         self.schedule = schedule
         self.device = device
+        self.precision = precision
         self.clock = clock
         self.run_dir = run_dir
         self.global_batch = global_batch
@@ -135,9 +138,10 @@ class Trainer:
         start = self.clock()
         self.sync.begin(step=self.position.step, epoch=self.position.epoch)
         batch = tuple(t.to(self.device, non_blocking=True) for t in batch)
-        loss = self.task.loss(self.model, batch)
+        with self.precision.autocast():
+            loss = self.task.loss(self.model, batch)
         forwarded = self.clock()
-        loss.backward()
+        self.precision.backward(self.fault.differentiated(loss, self.position.step))
         backwarded = self.clock()
         stats = self.sync.step(
             step=self.position.step, epoch=self.position.epoch, loss=loss.detach()
@@ -206,6 +210,7 @@ class Trainer:
             metrics["comm/compression_ratio"] = dense / sent
         metrics["perf/samples_per_s"] = self.global_batch / metrics["time/iteration"]
         metrics["lr"] = float(self.lr_scheduler.get_last_lr()[0])  # a tensor when lr is one
+        metrics.update(self.precision.metrics())
         metrics.update(self._clock_metrics())
         self.logger.log(metrics, step=self.position.step)
         return f"loss {metrics['train/loss']:.4f}"
@@ -223,9 +228,9 @@ class Trainer:
         sums = [0.0] * len(self.task.eval_keys)
         for batch in self.eval_loader:
             batch = tuple(t.to(self.device, non_blocking=True) for t in batch)
-            sums = [
-                a + b for a, b in zip(sums, self.task.eval_sums(self.model, batch), strict=True)
-            ]
+            with self.precision.autocast():
+                batch_sums = self.task.eval_sums(self.model, batch)
+            sums = [a + b for a, b in zip(sums, batch_sums, strict=True)]
         self.model.train()
         totals = self.collective.reduce_metrics(sums, device=self.device)
         metrics = {**self.task.eval_metrics(totals), **self._clock_metrics()}
@@ -242,8 +247,9 @@ class Trainer:
                 "model": self.model.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
                 "lr_scheduler": self.lr_scheduler.state_dict(),
+                "precision": self.precision.state_dict(),
             },
-            local={"sync": self.sync.state_dict(), "rng": torch.get_rng_state()},
+            local={"sync": self.sync.state_dict(), **checkpoint.rng_state(self.device)},
             barrier=self.collective.barrier,
         )
 
@@ -252,7 +258,8 @@ class Trainer:
         self.model.load_state_dict(common["model"])
         self.optimizer.load_state_dict(common["optimizer"])
         self.lr_scheduler.load_state_dict(common["lr_scheduler"])
+        self.precision.load_state_dict(common.get("precision", {}))  # older checkpoints: none
         self.sync.load_state_dict(local["sync"])
-        torch.set_rng_state(local["rng"])
+        checkpoint.restore_rng(local, self.device)
         self.position = position
         log.info(f"resumed from {path} at epoch {position.epoch}, step {position.step}")

@@ -167,7 +167,10 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     lr_scheduler = builders.build_lr_scheduler(
         cfg, optimizer, steps_per_epoch=steps_per_epoch, total_steps=total_steps
     )
-    sync = builders.build_sync(cfg, collective=collective, clock=clock, run_dir=run_dir)
+    precision = builders.build_precision(cfg, device)
+    sync = builders.build_sync(
+        cfg, collective=collective, clock=clock, run_dir=run_dir, loss_scale=precision.loss_scale
+    )
     sync.attach(model, optimizer)
     interactive = os.environ.get("GRADSYNC_PROGRESS", "1" if sys.stderr.isatty() else "0") == "1"
     progress_bar = env.is_main and interactive and cfg.logger.progress
@@ -195,6 +198,7 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
             save_checkpoints=t.checkpoint,
         ),
         device=device,
+        precision=precision,
         clock=clock,
         run_dir=run_dir,
         global_batch=t.batch_size * t.workers,

@@ -1,9 +1,10 @@
 """What every synchronization strategy is built from: a compressor bound to the job's
-collective, an error-feedback memory, the clock its timings are read from, and (once attached)
-its one communication thread."""
+collective, an error-feedback memory, the clock its timings are read from, fp16's loss scale
+when the job has one, and (once attached) its one communication thread."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from torch import Tensor
 from torch.optim import Optimizer
 
 from gradsync.schedulers.engine.comm_thread import CommThread
+from gradsync.schedulers.engine.loss_scale import LossScale
 from gradsync.schedulers.engine.queued_collective import QueuedCollective
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.types import Collective, Compressor, ErrorFeedback, GroupInfo, Payload
@@ -29,6 +31,7 @@ class SyncComponents:
         collective: Collective,
         clock: Callable[[], float],
         run_dir: Path | None = None,
+        loss_scale: LossScale | None = None,
     ) -> None:
         self.compressor = compressor
         self.feedback = feedback
@@ -37,8 +40,12 @@ class SyncComponents:
         self.clock = clock
         self.run_dir = run_dir
         """Where a scheduler may save what it measured (None: nowhere)."""
+        self.loss_scale = loss_scale
+        """fp16: gradients arrive scaled; only schedulers whose registry entry says
+        ``loss_scaling`` are given one (their ``step`` ends in ``apply_update``)."""
         self._comm: CommThread | None = None
         self._queued: QueuedCollective | None = None
+        self._before_step: tuple[ErrorFeedback, dict[str, Any]] | None = None
 
     def start_comm(self, device: torch.device) -> tuple[CommThread, StepTimer]:
         """The scheduler's one communication thread (and CUDA stream) and its step timer on
@@ -67,12 +74,52 @@ class SyncComponents:
 
     def compress_with_feedback(self, flat: Tensor, *, group: GroupInfo) -> tuple[Payload, Any]:
         """Compensate ``flat`` (the gradients of ``group``) with its error-feedback residual,
-        compress it, and keep what the compression left out as the new residual."""
+        compress it, and keep what the compression left out as the new residual. Under a loss
+        scale, ``flat`` is unscaled first, in place."""
+        if self.loss_scale is not None:
+            self._remember_state()
+            self.loss_scale.unscale_(flat)
         compensated = self.feedback.compensate(flat, name=group.name)
         payload, ctx = self.compressor.compress(compensated, group=group)
         transmitted = self.compressor.decompress(payload, ctx)
         self.feedback.update(compensated, transmitted, name=group.name)
         return payload, ctx
+
+    # ---- fp16: every worker steps, or every worker skips ------------------------------------
+    def _remember_state(self) -> None:
+        """Before the step's first compression: what a skipped step must give back. The
+        residuals are copied where they live (``state_dict`` would copy them to the host)."""
+        if self._before_step is None:
+            self._before_step = (
+                copy.deepcopy(self.feedback),
+                copy.deepcopy(self.compressor.state_dict()),
+            )
+
+    def agree_on_overflow(self) -> Callable[[], Tensor | None]:
+        """fp16: after the step's exchanges, in the communication thread's order, the maximum
+        over workers of each one's overflow flag (4 bytes, counted with the step's traffic).
+        The returned function waits for it; without a loss scale it gives None."""
+        if self.loss_scale is None:
+            return lambda: None
+        assert self._comm is not None, "attach() before training"
+        flag = (self.loss_scale.overflow(),)
+        job = self._comm.submit(lambda: self.collective.all_reduce(flag, op="max"), inputs=flag)
+        return lambda: job.wait()[0]
+
+    def apply_update(self, optimizer: Optimizer, overflow: Tensor | None) -> None:
+        """Step ``optimizer`` with the written-back gradients. Under a loss scale, through
+        GradScaler: when any worker overflowed (``overflow``, from ``agree_on_overflow``), every
+        worker skips, and residuals and compressor state are as before the step."""
+        if overflow is None:  # no loss scale
+            optimizer.step()
+            return
+        assert self.loss_scale is not None
+        if not self.loss_scale.step(optimizer, overflow) and self._before_step is not None:
+            feedback, compressor = self._before_step
+            self.feedback.load_state_dict(feedback.state_dict())
+            self.compressor.load_state_dict(compressor)
+            mark_stepped(optimizer)  # the LR schedule moves on, as it does under DDP's AMP
+        self._before_step = None
 
     # ---- checkpoints: what every scheduler saves with its own state --------------------------
     def components_state(self) -> dict[str, Any]:

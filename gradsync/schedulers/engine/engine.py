@@ -7,7 +7,8 @@ model order), compensate with the error-feedback residual, compress, keep what w
 the new residual, and submit the exchange (all-reduce when payloads add up, else all-gather)
 to the scheduler's one communication thread. ``step()`` launches what has not gone yet, waits
 for the exchanges, combines and averages them, writes the gradients back, steps the optimizer
-and reports ``SyncStats``.
+(under fp16's loss scale, every worker or none: ``SyncComponents.apply_update``) and reports
+``SyncStats``.
 
 Timings inside the step are ``StepTimer`` marks read at its end; profiled steps (a plan that
 measures the job) also time with the synchronizing ``clock``.
@@ -31,6 +32,7 @@ from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
 from gradsync.schedulers.engine.components import SyncComponents, gradient_of
 from gradsync.schedulers.engine.group_info import whole_parts
+from gradsync.schedulers.engine.loss_scale import LossScale
 from gradsync.schedulers.engine.queued_collective import AGREE
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.types import Collective, Compressor, ErrorFeedback, GroupInfo, Payload, SyncStats
@@ -45,6 +47,7 @@ class EngineParts(TypedDict):
     collective: Collective
     clock: Callable[[], float]
     run_dir: NotRequired[Path | None]
+    loss_scale: NotRequired[LossScale | None]
 
 
 @dataclass
@@ -171,11 +174,13 @@ class ExchangeEngine(SyncComponents):
         for group in range(len(self._groups)):
             if group not in self._launched:
                 self.launch(group, in_backward=False)
+        agreement = self.agree_on_overflow()  # fp16: after every exchange, on every worker
         waited = self._timer.mark()
         received = self._wait_all()
+        overflow = agreement()
         communicated = self._timer.mark()
         numel, selected = self._write_back(received)
-        self._optimizer.step()
+        self.apply_update(self._optimizer, overflow)
         self._timer.add("comm", waited, communicated)
         self._timer.add("update", communicated, self._timer.mark())
         self._launched = {}
