@@ -9,6 +9,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a ``gpu`` test (anywhere in the suite) this machine has too few CUDA GPUs for;
+    checked at set-up, so collecting it touches no GPU."""
+    counts = [mark.kwargs.get("count", 1) for mark in item.iter_markers("gpu")]
+    if not counts:
+        return
+    from tests.helpers.gpu import missing_gpus
+
+    reason = missing_gpus(max(counts))
+    if reason is not None:
+        pytest.skip(reason)
+
+
 def _offline_vars(home: Path) -> dict[str, str]:
     # Nothing a test starts may reach the network or the user's own wandb/HF state.
     return {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import SupportsFloat
 
 import torch
 from torch import Tensor
@@ -13,13 +14,14 @@ from gradsync.types import Metric
 
 class MetricsWindow:
     """Accumulates per-step values; ``means()`` returns their averages and resets. Values may
-    be 0-d tensors still on their device: they are read together, once a window is read."""
+    be 0-d tensors still on their device, read together once a window is read, or anything
+    else ``float()`` reads then (a step timer's spans between CUDA events)."""
 
     def __init__(self) -> None:
-        self._values: dict[str, list[Metric]] = defaultdict(list)
+        self._values: dict[str, list[SupportsFloat]] = defaultdict(list)
         self._steps = 0
 
-    def add(self, values: Mapping[str, Metric]) -> None:
+    def add(self, values: Mapping[str, Metric | SupportsFloat]) -> None:
         for key, value in values.items():
             self._values[key].append(value)
         self._steps += 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from gradsync.data.sharding import ShardedBatchSampler
 from gradsync.metrics.window import MetricsWindow
+from gradsync.schedulers.engine.step_timer import StepTimer, elapsed
 from gradsync.tasks import Task
 from gradsync.train import checkpoint
 from gradsync.train.faults import FaultPlan
@@ -54,7 +55,6 @@ class Trainer:
         schedule: Schedule,
         device: torch.device,
         precision: MixedPrecision,
-        clock: Callable[[], float],
         run_dir: Path,
         global_batch: int,
         fault: FaultPlan,
@@ -73,7 +73,7 @@ class Trainer:
         self.schedule = schedule
         self.device = device
         self.precision = precision
-        self.clock = clock
+        self.timer = StepTimer(device)
         self.run_dir = run_dir
         self.global_batch = global_batch
         self.fault = fault
@@ -125,30 +125,35 @@ class Trainer:
             self.save()
 
     def _timed(self, it: Iterator[Any]) -> Iterator[tuple[Any, float]]:
+        # Loading is the host's work (a GPU's queued kernels need not finish for it): the wall
+        # clock, no wait for the device.
         while True:
-            start = self.clock()
+            start = time.perf_counter()
             try:
                 batch = next(it)
             except StopIteration:
                 return
-            yield batch, self.clock() - start
+            yield batch, time.perf_counter() - start
 
     def _train_step(self, batch: tuple[Tensor, ...], data_time: float) -> None:
         self.fault.check(self.position.step)
-        start = self.clock()
+        # Marks, not clock reads: on a GPU an event each, turned into seconds when the window
+        # is logged, so the step never waits for the device to time itself.
+        timer = self.timer
+        start = timer.mark()
         self.sync.begin(step=self.position.step, epoch=self.position.epoch)
         batch = tuple(t.to(self.device, non_blocking=True) for t in batch)
         with self.precision.autocast():
             loss = self.task.loss(self.model, batch)
-        forwarded = self.clock()
+        forwarded = timer.mark()
         self.precision.backward(self.fault.differentiated(loss, self.position.step))
-        backwarded = self.clock()
+        backwarded = timer.mark()
         stats = self.sync.step(
             step=self.position.step, epoch=self.position.epoch, loss=loss.detach()
         )
         self.optimizer.zero_grad(set_to_none=True)
         self.lr_scheduler.step()
-        ended = self.clock()
+        ended = timer.mark()
         self.window.add(
             {
                 "train/loss": loss.detach(),  # read when the window is logged
@@ -159,12 +164,12 @@ class Trainer:
                 "comm/density_actual": stats.density_actual,
                 "comm/error_norm": stats.error_norm,
                 "time/data": data_time,
-                "time/forward": forwarded - start - stats.time_in_forward,
-                "time/backward": backwarded - forwarded - stats.time_in_backward,
+                "time/forward": elapsed(start, forwarded, -stats.time_in_forward),
+                "time/backward": elapsed(forwarded, backwarded, -stats.time_in_backward),
                 "time/compress": stats.time_compress,
                 "time/comm": stats.time_comm,
                 "time/update": stats.time_update,
-                "time/iteration": ended - start + data_time,
+                "time/iteration": elapsed(start, ended, data_time),
                 **stats.extra,
             }
         )

@@ -199,7 +199,6 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         ),
         device=device,
         precision=precision,
-        clock=clock,
         run_dir=run_dir,
         global_batch=t.batch_size * t.workers,
         fault=FaultPlan(rank=env.rank),

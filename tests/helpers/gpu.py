@@ -31,7 +31,7 @@ def missing_gpus(needed: int) -> str | None:
 
 def needs_gpus(count: int) -> pytest.MarkDecorator:
     """The ``gpu`` mark of a test (or a parameter) that needs ``count`` GPUs (the skip is
-    ``tests/gpu/conftest.py``'s)."""
+    ``tests/conftest.py``'s)."""
     return pytest.mark.gpu(count=count)
 
 

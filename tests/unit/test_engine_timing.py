@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gradsync.schedulers.engine.comm_thread import THREAD_NAME, CommThread
-from gradsync.schedulers.engine.step_timer import StepTimer
+from gradsync.schedulers.engine.step_timer import Elapsed, StepTimer, elapsed
 
 CPU = torch.device("cpu")
 
@@ -66,3 +66,17 @@ def test_a_failed_job_raises_where_it_is_waited_for_and_later_jobs_still_run():
     with pytest.raises(ZeroDivisionError):
         failed.wait()
     comm.close()
+
+
+def test_a_span_and_its_offset_are_seconds_on_the_cpu_at_once():
+    assert elapsed(1.0, 3.5, 0.25) == 2.75
+
+
+@pytest.mark.gpu
+def test_a_span_between_cuda_events_is_read_only_when_asked():
+    timer = StepTimer(torch.device("cuda"))
+    start = timer.mark()
+    torch.cuda._sleep(10_000_000)  # keep the stream busy: the span must wait for it
+    span = elapsed(start, timer.mark(), 1.0)
+    assert isinstance(span, Elapsed)  # nothing read yet: the step went on without waiting
+    assert float(span) > 1.0

@@ -51,6 +51,24 @@ class StepTimer:
         )
 
 
+class Elapsed:
+    """Seconds from one CUDA mark to another, plus ``offset``: read (a wait for the end's
+    event) only when converted with ``float()``, as a metrics window does once per window."""
+
+    def __init__(self, start: Mark, end: Mark, offset: float) -> None:
+        self.start, self.end, self.offset = start, end, offset
+
+    def __float__(self) -> float:
+        return _seconds(self.start, self.end) + self.offset
+
+
+def elapsed(start: Mark, end: Mark, offset: float = 0.0) -> float | Elapsed:
+    """The seconds from ``start`` to ``end`` plus ``offset``; on CUDA not yet read."""
+    if isinstance(start, float) and isinstance(end, float):
+        return end - start + offset
+    return Elapsed(start, end, offset)
+
+
 def _seconds(start: Mark, end: Mark) -> float:
     if isinstance(start, float) and isinstance(end, float):
         return end - start
