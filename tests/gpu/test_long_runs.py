@@ -10,12 +10,10 @@ path of these compressors and schedulers.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
-from tests.helpers.cli import metrics, run_cli, summary
-from tests.helpers.gpu import needs_gpus, on_gpus
+from tests.helpers.cli import run_cli, summary
+from tests.helpers.gpu import on_gpus, on_one_and_two_gpus, trained_windows
 
 STEPS = 200
 COMMON = [
@@ -41,11 +39,7 @@ PAIRS = {
         "scheduler.profile_steps=3",
     ],
 }
-CASES = [
-    pytest.param(workers, pair, marks=needs_gpus(workers), id=f"{pair}-{workers}gpu")
-    for workers in (1, 2)
-    for pair in PAIRS
-]
+CASES = on_one_and_two_gpus(PAIRS)
 
 
 @pytest.mark.parametrize(("workers", "pair"), CASES)
@@ -55,6 +49,4 @@ def test_long_run_completes_without_hanging(gradsync_cmd, cli_env, tmp_path, wor
     result = run_cli(gradsync_cmd, "run", *overrides, env=cli_env, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     assert summary(run_dir)["status"] == "completed"
-    windows = [r for r in metrics(run_dir) if "train/loss" in r]
-    assert windows[-1]["step"] == STEPS
-    assert all(math.isfinite(w["train/loss"]) for w in windows), windows
+    trained_windows(run_dir, STEPS)

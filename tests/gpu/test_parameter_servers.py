@@ -7,7 +7,6 @@ context made on a GPU must reach a server that has none."""
 
 from __future__ import annotations
 
-import math
 import pickle
 
 import pytest
@@ -15,8 +14,8 @@ import torch
 
 from gradsync.compressors.sparse import SparseCtx
 from gradsync.schedulers.ps.host import pickled
-from tests.helpers.cli import final_params, metrics, run_completed
-from tests.helpers.gpu import needs_gpus, on_gpus
+from tests.helpers.cli import final_params, run_completed
+from tests.helpers.gpu import needs_gpus, on_gpus, on_one_and_two_gpus, trained_windows
 
 STEPS = 30
 COMMON = [
@@ -30,20 +29,14 @@ SCHEDULERS = {
     "asp": ["scheduler=asp"],
     "osp": ["scheduler=osp", "scheduler.budget=0.5"],  # layers in the background from step 1
 }
-CASES = [
-    pytest.param(workers, name, marks=needs_gpus(workers), id=f"{name}-{workers}gpu")
-    for workers in (1, 2)
-    for name in SCHEDULERS
-]
+CASES = on_one_and_two_gpus(SCHEDULERS)
 
 
 @pytest.mark.parametrize(("workers", "name"), CASES)
 def test_servers_run_to_the_end_with_gpu_workers(gradsync_cmd, cli_env, tmp_path, workers, name):
     overrides = [*SCHEDULERS[name], *COMMON, *on_gpus(workers)]
     run_dir = run_completed(gradsync_cmd, cli_env, tmp_path / "run", *overrides)
-    windows = [r for r in metrics(run_dir) if "train/loss" in r]
-    assert windows[-1]["step"] == STEPS
-    assert all(math.isfinite(w["train/loss"]) for w in windows), windows
+    windows = trained_windows(run_dir, STEPS)
     if name == "osp":
         assert windows[-1]["sched/ics_bytes"] > 0  # the background group carried layers
     assert all(torch.isfinite(v).all() for v in final_params(run_dir).values())

@@ -24,7 +24,7 @@ import torch
 
 from gradsync.schedulers.registry import SCHEDULERS
 from tests.helpers.cli import assert_same_params, final_params, metrics, run_completed
-from tests.helpers.gpu import REPRODUCIBLE_CUBLAS, needs_gpus, on_gpus
+from tests.helpers.gpu import REPRODUCIBLE_CUBLAS, on_gpus, on_one_and_two_gpus
 
 REFERENCE = "allreduce"
 CLAIMS = [
@@ -41,11 +41,7 @@ COMMON = [
     "trainer.max_steps=30",
     "trainer.log_every=10",
 ]
-CASES = [
-    pytest.param(workers, name, marks=needs_gpus(workers), id=f"{name}-{workers}gpu")
-    for workers in (1, 2)
-    for name in CLAIMS
-]
+CASES = on_one_and_two_gpus(CLAIMS)
 
 
 def _run(cmd: list[str], env: dict[str, str], run_dir: Path, name: str, workers: int) -> Path:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from functools import cache
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -38,3 +42,23 @@ def needs_gpus(count: int) -> pytest.MarkDecorator:
 def on_gpus(workers: int) -> list[str]:
     """Overrides of a ``gradsync run`` on ``workers`` GPUs: one worker per GPU, over NCCL."""
     return ["trainer.device=cuda", f"trainer.workers={workers}"]
+
+
+def on_one_and_two_gpus(names: Iterable[str]) -> list[Any]:
+    """``(workers, name)`` cases: each name on one GPU and on two, each case marked with the
+    GPUs it needs (so a one-GPU machine runs half of them)."""
+    return [
+        pytest.param(workers, name, marks=needs_gpus(workers), id=f"{name}-{workers}gpu")
+        for workers in (1, 2)
+        for name in names
+    ]
+
+
+def trained_windows(run_dir: Path, steps: int) -> list[dict[str, Any]]:
+    """The run's training windows, checked: it reached ``steps`` with a finite loss throughout."""
+    from tests.helpers.cli import metrics
+
+    windows = [r for r in metrics(run_dir) if "train/loss" in r]
+    assert windows[-1]["step"] == steps, windows[-1]
+    assert all(math.isfinite(w["train/loss"]) for w in windows), windows
+    return windows
