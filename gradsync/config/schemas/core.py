@@ -277,8 +277,9 @@ class SlurmRunnerConfig(RunnerConfig):
             if refused is not None:
                 return (
                     f"Slurm refuses the jobs' resources: {refused}; check runner.partition, "
-                    "runner.time_min, runner.gpus_per_node, runner.mem_gb, runner.account and "
-                    "runner.qos against the cluster (sinfo, sacctmgr)"
+                    "runner.time_min, runner.gpus_per_node, runner.gres, runner.constraint, "
+                    "runner.exclude, runner.mem_gb, runner.account, runner.qos and "
+                    "runner.additional_parameters against the cluster (sinfo, sacctmgr)"
                 )
         return None
 
@@ -290,19 +291,21 @@ class SlurmRunnerConfig(RunnerConfig):
             f"--cpus-per-task={self.cpus_per_task}",
             f"--time={self.time_min}",
         ]
+        from gradsync.config.slurm_launcher import sbatch_flag
+
         optional = {
-            "--partition": self.partition,
-            "--gpus-per-node": self.gpus_per_node,
-            "--gres": self.gres,
-            "--constraint": self.constraint,
-            "--exclude": self.exclude,
-            "--mem": None if self.mem_gb is None else f"{self.mem_gb}GB",
-            "--account": self.account,
-            "--qos": self.qos,
-            **{f"--{name}": value for name, value in self.additional_parameters.items()},
+            "partition": self.partition,
+            "gpus_per_node": self.gpus_per_node,
+            "gres": self.gres,
+            "constraint": self.constraint,
+            "exclude": self.exclude,
+            "mem": None if self.mem_gb is None else f"{self.mem_gb}GB",
+            "account": self.account,
+            "qos": self.qos,
+            **self.additional_parameters,
         }
         return options + [
-            f"{flag}={value}" for flag, value in optional.items() if value is not None
+            sbatch_flag(name, value) for name, value in optional.items() if value is not None
         ]
 
 
