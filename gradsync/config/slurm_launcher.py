@@ -10,6 +10,7 @@ the schema reaches submitit's sbatch script unchanged; nothing here writes sbatc
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,3 +32,13 @@ def store_launcher() -> None:
     ConfigStore.instance().store(
         group="hydra/launcher", name=NAME, node=GradsyncSlurmQueueConf, provider="gradsync"
     )
+
+
+def sbatch_flag(name: str, value: Any) -> str:
+    """The sbatch argument submitit writes for option ``name`` (``mail_type`` becomes
+    ``--mail-type``, a ``True`` value a bare ``--exclusive``), so that ``sbatch --test-only``
+    is asked about the same job the script will submit."""
+    from submitit.slurm.slurm import _as_sbatch_flag  # its one formatting of #SBATCH lines
+
+    (flag,) = shlex.split(_as_sbatch_flag(name, value).removeprefix("#SBATCH "))
+    return flag

@@ -190,7 +190,10 @@ def test_a_sweep_with_a_typo_fails_before_anything_runs():
 @pytest.mark.skipif(missing_sbatch() is not None, reason="runner=slurm checks for sbatch")
 def test_a_slurm_sweep_is_one_array_shaped_by_its_largest_job():
     jobs = [cfg for cfg, _ in check_sweep(["runner=slurm", "trainer.workers=1,4"])]
-    assert launcher_overrides(jobs) == ["hydra.launcher.tasks_per_node=4"]
+    assert launcher_overrides(jobs) == [
+        "hydra.launcher.tasks_per_node=4",
+        "hydra.launcher.cpus_per_task=1",
+    ]
     jobs = [
         cfg for cfg, _ in check_sweep(["runner=slurm", "trainer.workers=4", "runner.nodes=1,2"])
     ]

@@ -8,7 +8,7 @@ YAML file, and edits nothing else.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from omegaconf import II
@@ -192,6 +192,16 @@ class NetemRunnerConfig(LocalRunnerConfig):
         return missing_netem_requirement()
 
 
+@dataclass(frozen=True)
+class ArrayShape:
+    """Per node and per task, what every element of a Slurm sweep's one job array asks for
+    (hydra.launcher's keys of the same names)."""
+
+    tasks_per_node: int
+    gpus_per_node: int | None
+    cpus_per_task: int
+
+
 @dataclass
 class SlurmRunnerConfig(RunnerConfig):
     """Resources of every job of a sweep submitted to Slurm (one array element per job)."""
@@ -254,55 +264,70 @@ class SlurmRunnerConfig(RunnerConfig):
 
     @staticmethod
     def launcher_overrides(jobs: list[Any]) -> list[str]:
-        return [f"hydra.launcher.tasks_per_node={SlurmRunnerConfig._tasks_per_node(jobs)}"]
+        shape = asdict(SlurmRunnerConfig._array_shape(jobs))
+        return [
+            f"hydra.launcher.{key}={value}" for key, value in shape.items() if value is not None
+        ]
 
     @staticmethod
-    def _tasks_per_node(jobs: list[SlurmRunnerConfig]) -> int:
-        # One array has one shape: every element gets the tasks of the largest job, and a job
-        # with fewer workers leaves the extra tasks idle.
+    def _array_shape(jobs: list[SlurmRunnerConfig]) -> ArrayShape:
+        """What each element of the sweep's one array asks for per node and task: the largest
+        job's. Hydra resolves its launcher once, from the command's values without the swept
+        ones, so what the jobs derive from swept values (tasks and GPUs from trainer.workers,
+        cores from trainer.threads_per_worker) is set on the launcher here. A job with fewer
+        workers leaves the extra tasks (and GPUs) idle."""
         nodes = {job.nodes for job in jobs}
         if len(nodes) > 1:
             raise ValueError(
                 "runner.nodes cannot differ between jobs of one Slurm sweep (one job array, "
                 "one shape); run one sweep per node count"
             )
-        return max(job.workers for job in jobs) // nodes.pop()
+        gpus = [job.gpus_per_node for job in jobs if job.gpus_per_node is not None]
+        return ArrayShape(
+            tasks_per_node=max(job.workers for job in jobs) // nodes.pop(),
+            gpus_per_node=max(gpus, default=None),
+            cpus_per_task=max(job.cpus_per_task for job in jobs),
+        )
 
     @staticmethod
     def submission_problem(jobs: list[Any]) -> str | None:
         # Asked of Slurm itself (sbatch --test-only), with the resources the array will ask for.
-        per_node = SlurmRunnerConfig._tasks_per_node(jobs)
-        for options in dict.fromkeys(tuple(job.sbatch_options(per_node)) for job in jobs):
+        shape = SlurmRunnerConfig._array_shape(jobs)
+        for options in dict.fromkeys(tuple(job.sbatch_options(shape)) for job in jobs):
             refused = refused_submission(list(options))
             if refused is not None:
                 return (
                     f"Slurm refuses the jobs' resources: {refused}; check runner.partition, "
-                    "runner.time_min, runner.gpus_per_node, runner.mem_gb, runner.account and "
-                    "runner.qos against the cluster (sinfo, sacctmgr)"
+                    "runner.time_min, runner.gpus_per_node, runner.gres, runner.constraint, "
+                    "runner.exclude, runner.mem_gb, runner.account, runner.qos and "
+                    "runner.additional_parameters against the cluster (sinfo, sacctmgr)"
                 )
         return None
 
-    def sbatch_options(self, tasks_per_node: int) -> list[str]:
-        """The resources submitit asks sbatch for (hydra.launcher in runner/slurm.yaml)."""
+    def sbatch_options(self, shape: ArrayShape) -> list[str]:
+        """The resources submitit asks sbatch for (hydra.launcher in runner/slurm.yaml), in an
+        array of ``shape``."""
+        from gradsync.config.slurm_launcher import sbatch_flag
+
         options = [
             f"--nodes={self.nodes}",
-            f"--ntasks-per-node={tasks_per_node}",
-            f"--cpus-per-task={self.cpus_per_task}",
+            f"--ntasks-per-node={shape.tasks_per_node}",
+            f"--cpus-per-task={shape.cpus_per_task}",
             f"--time={self.time_min}",
         ]
         optional = {
-            "--partition": self.partition,
-            "--gpus-per-node": self.gpus_per_node,
-            "--gres": self.gres,
-            "--constraint": self.constraint,
-            "--exclude": self.exclude,
-            "--mem": None if self.mem_gb is None else f"{self.mem_gb}GB",
-            "--account": self.account,
-            "--qos": self.qos,
-            **{f"--{name}": value for name, value in self.additional_parameters.items()},
+            "partition": self.partition,
+            "gpus_per_node": shape.gpus_per_node,
+            "gres": self.gres,
+            "constraint": self.constraint,
+            "exclude": self.exclude,
+            "mem": None if self.mem_gb is None else f"{self.mem_gb}GB",
+            "account": self.account,
+            "qos": self.qos,
+            **self.additional_parameters,
         }
         return options + [
-            f"{flag}={value}" for flag, value in optional.items() if value is not None
+            sbatch_flag(name, value) for name, value in optional.items() if value is not None
         ]
 
 
