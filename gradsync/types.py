@@ -136,6 +136,13 @@ class ErrorFeedback(Protocol):
 
     def load_state_dict(self, state: Mapping[str, Tensor]) -> None: ...
 
+    def snapshot(self) -> object:
+        """The memory as it is now, kept where it lives and without a copy, for ``restore``
+        (an fp16 step every worker skips gives its residuals back)."""
+        ...
+
+    def restore(self, snapshot: object) -> None: ...
+
 
 class Collective(Protocol):
     rank: int

@@ -29,7 +29,7 @@ from gradsync.config.schema import (
     register_schemas,
 )
 from gradsync.config.schemas.core import RunnerConfig
-from gradsync.dist.devices import gpu_shortage, gpus_on_node
+from gradsync.dist.devices import gpu_shortage
 from gradsync.schedulers.registry import (
     allreducible_problem,
     spec_of,
@@ -318,9 +318,8 @@ def _check_device(cfg: TrainConfig) -> None:
     import torch  # only when CUDA is asked for
 
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    problem = gpu_shortage(
-        gpus=gpus_on_node(os.environ, visible), workers_here=workers_here, where="this machine"
-    )
+    # Workers this host starts share what this process sees, also inside a Slurm allocation.
+    problem = gpu_shortage(gpus=visible, workers_here=workers_here, where="this machine")
     if problem is not None:
         raise ConfigError(problem)
 

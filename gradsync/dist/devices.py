@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 
-def gpus_on_node(environ: Mapping[str, str], visible: int) -> int:
-    """GPUs this job holds on this node. Slurm says so in ``SLURM_GPUS_ON_NODE``: a site that
-    binds one GPU to each task shows every task only its own device, so what a process sees
-    is not what its node has. Elsewhere the devices this process sees."""
+def gpus_on_node(environ: Mapping[str, str], visible: int, *, slurm_task: bool) -> int:
+    """GPUs this job holds on this node for its workers. For a worker that Slurm started as
+    one of the job's tasks (``slurm_task``), Slurm says so in ``SLURM_GPUS_ON_NODE``: a site
+    that binds one GPU to each task shows every task only its own device. Processes started
+    on this host by one launcher (gradsync's local runner, torchrun; also inside a Slurm
+    allocation) share the devices this process sees."""
     granted = environ.get("SLURM_GPUS_ON_NODE", "")
-    return int(granted) if granted.isdigit() else visible
+    return int(granted) if slurm_task and granted.isdigit() else visible
 
 
 def workers_on_node(*, rank: int, local_rank: int, local_world_size: int, workers: int) -> int:

@@ -56,3 +56,12 @@ class ResidualFeedback:
 
     def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
         self._residuals = {name: r.clone() for name, r in state.items()}
+
+    def snapshot(self) -> object:
+        # ``update`` replaces a residual and never writes into one, so holding the current
+        # tensors keeps them as they are: no copy.
+        return dict(self._residuals)
+
+    def restore(self, snapshot: object) -> None:
+        assert isinstance(snapshot, dict)
+        self._residuals = dict(snapshot)

@@ -66,7 +66,9 @@ def _device(cfg: DictConfig, env: DistEnv) -> torch.device:
     )
     node = f"node {socket.gethostname()}"
     problem = gpu_shortage(
-        gpus=gpus_on_node(os.environ, visible), workers_here=workers_here, where=node
+        gpus=gpus_on_node(os.environ, visible, slurm_task=env.launcher == "slurm"),
+        workers_here=workers_here,
+        where=node,
     )
     if problem is None:  # the node has GPUs for this job; this process must see one of them
         problem = gpu_shortage(gpus=visible, workers_here=1, where=node)

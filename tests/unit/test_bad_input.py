@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gradsync.config.compose import ConfigError, check_sweep, compose_jobs, launcher_overrides
@@ -198,4 +200,16 @@ def test_a_slurm_sweep_is_one_array_shaped_by_its_largest_job():
         cfg for cfg, _ in check_sweep(["runner=slurm", "trainer.workers=4", "runner.nodes=1,2"])
     ]
     with pytest.raises(ConfigError, match=r"runner\.nodes cannot differ between jobs"):
+        launcher_overrides(jobs)
+
+
+@pytest.mark.skipif(missing_sbatch() is not None, reason="runner=slurm checks for sbatch")
+@pytest.mark.parametrize(
+    "swept", ["runner.partition=a,b", "runner.time_min=10,20", "runner.gres=gpu:1,gpu:2"]
+)
+def test_a_slurm_sweep_refuses_resources_its_one_array_cannot_vary(swept):
+    # Hydra's launcher takes these once for the whole array: a second value would be ignored.
+    jobs = [cfg for cfg, _ in check_sweep(["runner=slurm", swept])]
+    key = re.escape(swept.split("=")[0])
+    with pytest.raises(ConfigError, match=rf"{key} cannot differ between"):
         launcher_overrides(jobs)

@@ -58,8 +58,11 @@ def test_workers_on_a_node_are_its_block_of_ranks_below_the_servers():
 
 
 def test_slurm_says_what_the_node_has_when_each_task_sees_one_gpu():
-    assert gpus_on_node({"SLURM_GPUS_ON_NODE": "8"}, visible=1) == 8
-    assert gpus_on_node({}, visible=4) == 4
+    assert gpus_on_node({"SLURM_GPUS_ON_NODE": "8"}, 1, slurm_task=True) == 8
+    assert gpus_on_node({}, 4, slurm_task=True) == 4
+    # Processes a launcher starts on this host (local, torchrun) share what one sees, even
+    # inside a Slurm allocation that bound one GPU to the task that launches them.
+    assert gpus_on_node({"SLURM_GPUS_ON_NODE": "8"}, 1, slurm_task=False) == 1
     assert [local_device(r, 1) for r in range(8)] == [0] * 8  # bound: each sees its own
     assert [local_device(r, 8) for r in range(8)] == list(range(8))  # every task sees all
 
@@ -93,8 +96,9 @@ def test_torchrun_checks_this_nodes_workers_not_the_whole_job(gpus, monkeypatch)
         compose_jobs(overrides, multirun=False)
 
 
-def test_a_local_job_needs_a_gpu_per_worker_here(gpus):
+def test_a_local_job_needs_a_gpu_per_worker_here(gpus, monkeypatch):
     gpus(2)
+    monkeypatch.setenv("SLURM_GPUS_ON_NODE", "8")  # inside an allocation: what we see counts
     assert compose_jobs(["trainer.device=cuda", "trainer.workers=2"], multirun=False)
     with pytest.raises(ConfigError, match=r"2 GPU\(s\) for 4 workers.*runner\.nodes"):
         compose_jobs(["trainer.device=cuda", "trainer.workers=4"], multirun=False)

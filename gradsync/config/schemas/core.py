@@ -208,6 +208,13 @@ class SlurmRunnerConfig(RunnerConfig):
 
     _target_: str = "runners.slurm.SlurmRunner"
     submits_through_launcher: ClassVar[bool] = True
+    ONE_PER_ARRAY: ClassVar[tuple[str, ...]] = (
+        "nodes", "partition", "time_min", "gres", "constraint", "exclude", "mem_gb",
+        "account", "qos", "setup", "srun_args", "additional_parameters", "array_parallelism",
+        "max_requeues",
+    )  # fmt: skip
+    """What Hydra's launcher asks once for the whole array: the same for every job of a sweep
+    (what jobs derive from swept trainer values, tasks, GPUs and cores, is ``_array_shape``'s)."""
     workers: int = II("trainer.processes")
     nodes: int = 1
     """Nodes per job; each runs trainer.workers / nodes workers (tasks)."""
@@ -276,15 +283,16 @@ class SlurmRunnerConfig(RunnerConfig):
         ones, so what the jobs derive from swept values (tasks and GPUs from trainer.workers,
         cores from trainer.threads_per_worker) is set on the launcher here. A job with fewer
         workers leaves the extra tasks (and GPUs) idle."""
-        nodes = {job.nodes for job in jobs}
-        if len(nodes) > 1:
-            raise ValueError(
-                "runner.nodes cannot differ between jobs of one Slurm sweep (one job array, "
-                "one shape); run one sweep per node count"
-            )
+        for key in SlurmRunnerConfig.ONE_PER_ARRAY:
+            values = {repr(getattr(job, key)) for job in jobs}
+            if len(values) > 1:
+                raise ValueError(
+                    f"runner.{key} cannot differ between jobs of one Slurm sweep (one job "
+                    f"array, one set of resources); run one sweep per value of runner.{key}"
+                )
         gpus = [job.gpus_per_node for job in jobs if job.gpus_per_node is not None]
         return ArrayShape(
-            tasks_per_node=max(job.workers for job in jobs) // nodes.pop(),
+            tasks_per_node=max(job.workers for job in jobs) // jobs[0].nodes,
             gpus_per_node=max(gpus, default=None),
             cpus_per_task=max(job.cpus_per_task for job in jobs),
         )

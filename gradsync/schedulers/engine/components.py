@@ -45,7 +45,7 @@ class SyncComponents:
         ``loss_scaling`` are given one (their ``step`` ends in ``apply_update``)."""
         self._comm: CommThread | None = None
         self._queued: QueuedCollective | None = None
-        self._before_step: tuple[ErrorFeedback, dict[str, Any]] | None = None
+        self._before_step: tuple[object, dict[str, Any]] | None = None
 
     def start_comm(self, device: torch.device) -> tuple[CommThread, StepTimer]:
         """The scheduler's one communication thread (and CUDA stream) and its step timer on
@@ -87,11 +87,11 @@ class SyncComponents:
 
     # ---- fp16: every worker steps, or every worker skips ------------------------------------
     def _remember_state(self) -> None:
-        """Before the step's first compression: what a skipped step must give back. The
-        residuals are copied where they live (``state_dict`` would copy them to the host)."""
+        """Before the step's first compression: what a skipped step must give back (the
+        residuals as they are, kept without a copy; the compressor's small state, copied)."""
         if self._before_step is None:
             self._before_step = (
-                copy.deepcopy(self.feedback),
+                self.feedback.snapshot(),
                 copy.deepcopy(self.compressor.state_dict()),
             )
 
@@ -116,7 +116,7 @@ class SyncComponents:
         assert self.loss_scale is not None
         if not self.loss_scale.step(optimizer, overflow) and self._before_step is not None:
             feedback, compressor = self._before_step
-            self.feedback.load_state_dict(feedback.state_dict())
+            self.feedback.restore(feedback)
             self.compressor.load_state_dict(compressor)
             mark_stepped(optimizer)  # the LR schedule moves on, as it does under DDP's AMP
         self._before_step = None
