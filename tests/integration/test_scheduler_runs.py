@@ -69,7 +69,10 @@ def test_deft_profiles_plans_and_logs_its_schedule(gradsync_cmd, cli_env, tmp_pa
     last = windows[-1]
     for key in ("sched/update_applied", "sched/merged_iters", "sched/delayed_buckets"):
         assert key in last
-    assert 0 < last["sched/update_applied"] <= 1 and last["sched/merged_iters"] >= 1
+    # Which steps apply an update follows the timings DeFT profiled: on a busy host it may
+    # merge more iterations than one window holds, so ask it of the whole run.
+    assert all(0 <= w["sched/update_applied"] <= 1 for w in windows)
+    assert any(w["sched/update_applied"] > 0 for w in windows) and last["sched/merged_iters"] >= 1
     assert last["sched/buckets"] > 1 and last["sched/coverage_rate"] > 0
     assert 0.5 < last["sched/preserver_ratio"] < 2
     profile = json.loads((run_dir / "deft_profile.json").read_text())
