@@ -1,0 +1,24 @@
+"""``scheduler.staleness_correction``: what a scheduler that applies gradients late (DeFT, ASP,
+SSP) does about it; each default defined here once. Torch-free (the corrections' arithmetic is
+``gradsync/algorithms/staleness.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gradsync.schedulers.options import SchedulerOptions, option
+
+NONE, MOMENTUM, DELAY_COMPENSATION = "none", "momentum", "dc"
+CORRECTIONS = (NONE, MOMENTUM, DELAY_COMPENSATION)
+DC_LAMBDA = 0.04
+"""DC-ASGD's constant λ (Zheng et al. 2017, DC-ASGD-c on CIFAR-10)."""
+
+
+@dataclass
+class StalenessCorrectionOptions(SchedulerOptions):
+    staleness_correction: str = option(NONE, choices=CORRECTIONS)
+    """none (as the papers apply them); momentum: lower the optimizer's momentum by the implicit
+    momentum staleness adds (Mitliagkas et al. 2016); dc: add DC-ASGD's first-order term
+    λ·g⊙g⊙(w_now − w_then) (Zheng et al. 2017)."""
+    dc_lambda: float = option(DC_LAMBDA, at_least=0)
+    """λ of staleness_correction=dc."""
