@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from gradsync.algorithms.preserver import EPSILON, MAX_RETRIES
 from gradsync.config.schema import require
-from gradsync.schedulers.options import SchedulerOptions, option
+from gradsync.schedulers.options import option
+from gradsync.schedulers.staleness_options import StalenessCorrectionOptions
 
 MERGE_REDUCTIONS = ("mean", "sum")
 PARTITION_SIZE = 6_500_000  # elements (≈ 25 MB of fp32, DDP's bucket): DeFT's default
@@ -18,7 +19,7 @@ PROFILE_STEPS = 5
 
 
 @dataclass
-class DeftSchedulerConfig(SchedulerOptions):
+class DeftSchedulerConfig(StalenessCorrectionOptions):
     _target_: str = "gradsync.schedulers.deft.deft.DeftSync"
     partition_size: int = option(PARTITION_SIZE, at_least=1)
     """Elements per bucket before profiling; buckets too long to send in the forward pass are

@@ -61,7 +61,9 @@ from gradsync.schedulers.engine.engine import EngineParts, ExchangeEngine
 from gradsync.schedulers.engine.profiling import median_seconds
 from gradsync.schedulers.engine.queued_collective import QueuedCollective
 from gradsync.schedulers.engine.residuals import bucket_name, rebucket_residuals
+from gradsync.schedulers.engine.staleness import StalenessCorrection
 from gradsync.schedulers.registry import require_allreducible
+from gradsync.schedulers.staleness_options import DC_LAMBDA, NONE
 from gradsync.types import Collective, GroupInfo, Payload, SyncStats
 
 log = logging.getLogger("gradsync")
@@ -107,6 +109,11 @@ class _Gradient:
     """A flat buffer in backward order, all-reduced in place bucket by bucket."""
 
     flat: Tensor
+    updates_at: int = 0
+    """Updates applied before its first iteration's backward: how old it is when applied."""
+    weights_at: Tensor | None = None
+    """The weights of its first iteration (flat, backward order), kept only for
+    staleness_correction=dc."""
 
 
 @dataclass
@@ -151,9 +158,12 @@ class DeftSync(ExchangeEngine):
         preserver: bool = True,
         epsilon: float = EPSILON,
         preserver_retries: int = MAX_RETRIES,
+        staleness_correction: str = NONE,
+        dc_lambda: float = DC_LAMBDA,
         **parts: Unpack[EngineParts],
     ) -> None:
         super().__init__(**parts)
+        self.staleness_correction, self.dc_lambda = staleness_correction, dc_lambda
         require_allreducible("deft", "buckets", self.compressor)
         self.partition_size, self.links, self.given_mu = partition_size, links, mu
         self.merge_reduction, self.delay = merge_reduction, delay
@@ -168,6 +178,8 @@ class DeftSync(ExchangeEngine):
         self._plan_now: Step | None = None
         self._in_flight: list[_Send] = []
         """Sends of a gradient not applied in the step that launched them."""
+        self._updates = 0
+        """Updates applied so far."""
 
     # ---- set-up -------------------------------------------------------------------------------
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
@@ -181,6 +193,10 @@ class DeftSync(ExchangeEngine):
             torch.zeros(self._offsets[-1], dtype=like.dtype, device=like.device)
         )
         self._future = _Gradient(torch.zeros_like(self._current.flat))
+        self._correction = StalenessCorrection(
+            self.staleness_correction, dc_lambda=self.dc_lambda, optimizer=optimizer
+        )
+        self._starts(self._future)
         assert self._comm is not None
         # The links get groups of their own: their all-reduces stay in flight while the
         # compressor's collectives (on the job's group) are issued after them.
@@ -341,6 +357,7 @@ class DeftSync(ExchangeEngine):
             self._apply(self._current if newest_applied else finished, len(plan.applied))
         if plan.renewed:
             self._future.flat.zero_()
+            self._starts(self._future)
         self._timer.add("comm", waited, communicated)
         self._timer.add("update", communicated, self._timer.mark())
 
@@ -381,13 +398,28 @@ class DeftSync(ExchangeEngine):
     def flush(self) -> None:
         self._settle()
 
+    def _starts(self, gradient: _Gradient) -> None:
+        """``gradient`` is about to collect the next iteration's: note the weights it sees."""
+        gradient.updates_at = self._updates
+        if self._correction.remembers_weights:
+            gradient.weights_at = self._weights()
+
+    def _weights(self) -> Tensor:
+        """The parameters, flat in the gradients' order."""
+        return torch.cat([param.detach().reshape(-1) for param in self._params])
+
     def _apply(self, gradient: _Gradient, merged: int) -> None:
         assert self._optimizer is not None
         divisor = self.collective.world_size * (merged if self.merge_reduction == "mean" else 1)
-        mean = gradient.flat / divisor
+        staleness = self._updates - gradient.updates_at
+        now = self._weights() if self._correction.remembers_weights else None
+        mean = self._correction.gradient(gradient.flat / divisor, now=now, then=gradient.weights_at)
         for i, param in enumerate(self._params):
             param.grad = mean[self._offsets[i] : self._offsets[i + 1]].view_as(param)
+        self._correction.prepare(self._optimizer, staleness)
         self._optimizer.step()
+        self._updates += 1
+        self._metrics["sched/applied_staleness"] = float(staleness)
 
     def extra_metrics(self) -> dict[str, float]:
         plan = self._plan_now

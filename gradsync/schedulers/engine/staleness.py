@@ -1,0 +1,56 @@
+"""``scheduler.staleness_correction`` as a scheduler that applies gradients late uses it: before
+each update it is told how many updates old the gradient is (``staleness``) and, for ``dc``,
+the weights it was computed at. The arithmetic is ``gradsync/algorithms/staleness.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor
+from torch.optim import Optimizer
+
+from gradsync.algorithms.staleness import adjusted_momentum, delay_compensated
+from gradsync.schedulers.staleness_options import DELAY_COMPENSATION, MOMENTUM, NONE
+
+
+class StalenessCorrection:
+    def __init__(self, kind: str = NONE, *, dc_lambda: float, optimizer: Optimizer) -> None:
+        self.kind, self.dc_lambda = kind, dc_lambda
+        self._momenta = [_momentum(group) for group in optimizer.param_groups]
+        """The momentum each parameter group was configured with: what a correction aims at."""
+        if kind == MOMENTUM and not any(self._momenta):
+            raise ValueError(
+                "scheduler.staleness_correction=momentum lowers the optimizer's momentum, and "
+                "trainer.momentum is 0: use staleness_correction=dc or none"
+            )
+
+    @property
+    def remembers_weights(self) -> bool:
+        """Whether ``gradient`` needs the weights each gradient was computed at."""
+        return self.kind == DELAY_COMPENSATION
+
+    def gradient(self, grad: Tensor, *, now: Tensor | None, then: Tensor | None) -> Tensor:
+        """The gradient to apply to the weights ``now``, computed at ``then``."""
+        if not self.remembers_weights:
+            return grad
+        assert now is not None and then is not None
+        return delay_compensated(grad, now=now, then=then, lam=self.dc_lambda)
+
+    def prepare(self, optimizer: Optimizer, staleness: float) -> None:
+        """Set the optimizer for an update ``staleness`` updates late."""
+        if self.kind != MOMENTUM:
+            return
+        for group, momentum in zip(optimizer.param_groups, self._momenta, strict=True):
+            _set_momentum(group, adjusted_momentum(momentum, staleness))
+
+
+def _momentum(group: dict[str, Any]) -> float:
+    """SGD's momentum, or Adam's first beta (its momentum)."""
+    return float(group["momentum"]) if "momentum" in group else float(group["betas"][0])
+
+
+def _set_momentum(group: dict[str, Any], value: float) -> None:
+    if "momentum" in group:
+        group["momentum"] = value
+    else:
+        group["betas"] = (value, group["betas"][1])
