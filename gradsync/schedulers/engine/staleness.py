@@ -9,7 +9,11 @@ from typing import Any
 from torch import Tensor
 from torch.optim import Optimizer
 
-from gradsync.algorithms.staleness import adjusted_momentum, delay_compensated
+from gradsync.algorithms.staleness import (
+    adjusted_momentum,
+    delay_compensated,
+    stability_warning,
+)
 from gradsync.schedulers.staleness_options import DELAY_COMPENSATION, MOMENTUM, NONE
 
 
@@ -35,6 +39,19 @@ class StalenessCorrection:
             return grad
         assert now is not None and then is not None
         return delay_compensated(grad, now=now, then=then, lam=self.dc_lambda)
+
+    def stability_problem(self, *, lr: float, staleness: int, curvature: float) -> str | None:
+        """Why updates ``staleness`` late at ``lr``, with this correction's momentum, may not
+        converge at ``curvature`` (one line, with what to change), or None."""
+        corrected = self.kind == MOMENTUM
+        momentum = self._momenta[0]
+        return stability_warning(
+            lr=lr,
+            momentum=adjusted_momentum(momentum, staleness) if corrected else momentum,
+            staleness=staleness,
+            curvature=curvature,
+            corrected=corrected,
+        )
 
     def prepare(self, optimizer: Optimizer, staleness: float) -> None:
         """Set the optimizer for an update ``staleness`` updates late."""
