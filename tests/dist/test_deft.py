@@ -199,6 +199,15 @@ def _train_all(rank: int, world_size: int, root: str) -> dict:
         "two_links": _train(rank, world_size, _deft(times=str(files["tight"]), links=2)),
         "two_links_replay": _replay(rank, world_size, tight, mean=True, links=2),
         "resumed": _train(rank, world_size, _deft(times=str(files["tight"])), stop_after=5),
+        **{
+            f"resumed_{c}": _train(
+                rank,
+                world_size,
+                _deft(times=str(files["unlimited"]), staleness_correction=c),
+                stop_after=5,
+            )
+            for c in CORRECTIONS
+        },
         "profiled": _train(
             rank,
             world_size,
@@ -244,6 +253,14 @@ def test_with_unlimited_windows_deft_is_sgd_delayed_by_one_iteration(runs):
         # buckets it sent in backward: their all-reduces run on into the next forward pass.
         carried = [e["sched/carried_buckets"] for e in runs[rank]["unlimited"]["extras"]]
         assert all(c > 0 for c in carried)
+
+
+@pytest.mark.parametrize("correction", CORRECTIONS)
+def test_a_resumed_job_corrects_its_stale_updates_as_an_uninterrupted_one(runs, correction):
+    for rank in range(2):
+        _assert_same_params(
+            runs[rank][f"resumed_{correction}"], runs[rank][f"unlimited_{correction}"]
+        )
 
 
 @pytest.mark.parametrize("correction", CORRECTIONS)

@@ -615,6 +615,13 @@ class DeftSync(ExchangeEngine):
             },
             "current": self._current.flat.clone(),
             "future": self._future.flat.clone(),
+            # How old each gradient is (and, for dc, the weights it was computed at): a
+            # resumed job corrects its next update as the uninterrupted one does.
+            "updates": self._updates,
+            "started": [
+                (g.updates_at, None if g.weights_at is None else g.weights_at.cpu().clone())
+                for g in (self._current, self._future)
+            ],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -635,3 +642,10 @@ class DeftSync(ExchangeEngine):
         self.load_components_state(state)
         self._current.flat.copy_(state["current"])
         self._future.flat.copy_(state["future"])
+        self._updates = state.get("updates", 0)  # a checkpoint from before corrections: 0
+        for gradient, (updates_at, weights_at) in zip(
+            (self._current, self._future), state.get("started", [(0, None)] * 2), strict=True
+        ):
+            gradient.updates_at = updates_at
+            if weights_at is not None:
+                gradient.weights_at = weights_at.to(gradient.flat.device)

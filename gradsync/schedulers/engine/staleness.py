@@ -16,12 +16,19 @@ from gradsync.algorithms.staleness import (
 )
 from gradsync.schedulers.staleness_options import DELAY_COMPENSATION, MOMENTUM, NONE
 
+CONFIGURED_MOMENTUM = "configured_momentum"
+
 
 class StalenessCorrection:
     def __init__(self, kind: str = NONE, *, dc_lambda: float, optimizer: Optimizer) -> None:
         self.kind, self.dc_lambda = kind, dc_lambda
-        self._momenta = [_momentum(group) for group in optimizer.param_groups]
-        """The momentum each parameter group was configured with: what a correction aims at."""
+        # The momentum each parameter group was configured with, what a correction aims at,
+        # kept in the group itself: a checkpoint saves it with the lowered momentum, so an
+        # optimizer restored before or after this is built still knows it.
+        self._momenta = [
+            float(group.setdefault(CONFIGURED_MOMENTUM, _momentum(group)))
+            for group in optimizer.param_groups
+        ]
         if kind == MOMENTUM and not any(self._momenta):
             raise ValueError(
                 "scheduler.staleness_correction=momentum lowers the optimizer's momentum, and "
