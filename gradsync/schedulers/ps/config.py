@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from gradsync.config.schema import require
 from gradsync.schedulers.options import SchedulerOptions, option
+from gradsync.schedulers.staleness_options import StalenessCorrectionOptions
 
 UMAX_FORMULAS = ("paper", "corrected")  # OSP's U_max: as printed, or with losses slowing it
 UMAX_FORMULA = "corrected"
@@ -35,8 +36,9 @@ class PsBspConfig(_ParameterServerConfig):
 
 
 @dataclass
-class _StaleConfig(_ParameterServerConfig):
-    """Each gradient applied as it arrives: workers out of lockstep, their servers' loop."""
+class _StaleConfig(_ParameterServerConfig, StalenessCorrectionOptions):
+    """Each gradient applied as it arrives: workers out of lockstep, their servers' loop, and
+    what the servers do about a gradient's staleness (none: as the papers apply it)."""
 
     _target_: str = "gradsync.schedulers.ps.worker.StalePsSync"
     server: str = "gradsync.schedulers.ps.server.serve_stale"

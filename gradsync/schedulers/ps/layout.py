@@ -9,6 +9,9 @@ import torch.distributed as dist
 
 PUSH, PULL = 1, 2  # point-to-point tags: gradients to a server, parameters back
 CLOCKS = 2  # a pull carries the slowest and the fastest worker's clock after the parameters
+STAMPS = CLOCKS + 1
+"""What a ps_bsp, asp or ssp pull carries after the parameters: the two clocks, then the
+staleness the worker's last gradient was applied with (updates since its previous pull)."""
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,14 @@ schedule of the workers' step count.
   per-worker rate; with the global-batch ``trainer.lr`` every scheduler shares, N pushes then
   move as far as one BSP step). A worker that has pushed c
   gradients gets parameters back only when the slowest worker has pushed at least c − s, so it
-  never runs more than s steps ahead; without a bound it gets them at once.
+  never runs more than s steps ahead; without a bound it gets them at once. A gradient's
+  staleness τ is the number of updates this server applied since it sent that worker the
+  parameters it computed the gradient at; ``scheduler.staleness_correction`` may correct for it
+  (``gradsync/schedulers/engine/staleness.py``: the momentum of that update, or DC-ASGD's
+  compensation towards the values now, from the values sent).
 
-Every pull carries the slowest and fastest worker's clock, so workers can log their staleness.
+Every pull carries the slowest and fastest worker's clock and the staleness the worker's last
+gradient was applied with, so workers can log them.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ from dataclasses import dataclass
 import torch
 from omegaconf import DictConfig
 from torch import Tensor, nn
+from torch.optim import Optimizer
 
 from gradsync.comm.collective import TorchCollective
 from gradsync.comm.solo import SoloCollective
 from gradsync.config.instantiate import build, resolve
 from gradsync.dist.backends import HOST
+from gradsync.schedulers.engine.staleness import StalenessCorrection
 from gradsync.schedulers.ps.layout import PULL, Shards
 from gradsync.schedulers.ps.messages import recv_payload
 from gradsync.train.build import build_optimizer, lr_factor
@@ -58,8 +65,9 @@ def serve(
     link_mbit: float | None = None,
 ) -> None:
     """Serve the whole run with the scheduler's own loop (``scheduler.server``); ``after_step``
-    sees this server's flat global parameters after every synchronous iteration (for tests);
-    ``link_mbit``: the link's measured rate."""
+    sees this server's flat global parameters after every update (for tests: each iteration of
+    ps_bsp and osp, each applied gradient of asp and ssp); ``link_mbit``: the link's measured
+    rate."""
     loop = resolve(str(cfg.scheduler.server), path="scheduler.server")
     # A server's model and optimizer live on the host, where gloo sends from, whatever device
     # the workers compute on.
@@ -84,8 +92,16 @@ def serve_bulk_synchronous(cfg: DictConfig, model: nn.Module, job: Serving) -> N
 
 def serve_stale(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
     """asp and ssp: this server's shard, stepped by each gradient as it arrives, within
-    ``scheduler.staleness`` steps of the slowest worker (None: no bound)."""
-    _shard_loop(cfg, model, job).stale(cfg.scheduler.staleness)
+    ``scheduler.staleness`` steps of the slowest worker (None: no bound), each corrected for
+    its staleness as ``scheduler.staleness_correction`` says."""
+    options = cfg.scheduler
+    loop = _shard_loop(cfg, model, job)
+    correction = StalenessCorrection(
+        str(options.staleness_correction),
+        dc_lambda=float(options.dc_lambda),
+        optimizer=loop.optimizer,
+    )
+    loop.stale(options.staleness, correction, job.after_step)
 
 
 def _shard_loop(cfg: DictConfig, model: nn.Module, job: Serving) -> _ShardLoop:
@@ -113,11 +129,13 @@ def _shard_loop(cfg: DictConfig, model: nn.Module, job: Serving) -> _ShardLoop:
         sender, payload, ctx = recv_payload(link, src)
         return sender, compressor.decompress(payload, ctx).reshape(-1).to(shard.values.dtype)
 
-    return _ShardLoop(link, shard.values, apply, receive, shards.workers, total_steps)
+    return _ShardLoop(link, shard.values, optimizer, apply, receive, shards.workers, total_steps)
 
 
-def _reply(values: Tensor, clocks: list[int]) -> Tensor:
-    stamp = torch.tensor([min(clocks), max(clocks)], dtype=values.dtype)
+def _reply(values: Tensor, clocks: list[int], staleness: int = 0) -> Tensor:
+    """The parameters and ``STAMPS``: the clocks, and the staleness the worker's last gradient
+    was applied with."""
+    stamp = torch.tensor([min(clocks), max(clocks), staleness], dtype=values.dtype)
     return torch.cat([values.detach().reshape(-1), stamp])
 
 
@@ -127,6 +145,8 @@ class _ShardLoop:
 
     link: Collective
     values: Tensor
+    optimizer: Optimizer
+    """The one that ``apply`` steps."""
     apply: Apply
     receive: Receive
     workers: int
@@ -147,15 +167,28 @@ class _ShardLoop:
             if after_step is not None:
                 after_step(self.values.detach())
 
-    def stale(self, staleness: int | None) -> None:
+    def stale(
+        self,
+        staleness: int | None,
+        correction: StalenessCorrection,
+        after_update: Observer | None = None,
+    ) -> None:
         workers, link, values, apply, receive = (
             self.workers, self.link, self.values, self.apply, self.receive
         )  # fmt: skip
         clocks = [0] * workers
+        # What each worker computes its next gradient at: the values after update pulled_at[w],
+        # as sent (a view of its reply, which that send keeps anyway); all start from the model.
+        pulled_at = [0] * workers
+        held = [values.detach().clone()] * workers
+        applied = [0] * workers  # the staleness each worker's last gradient was applied with
         waiting: set[int] = set()
-        sends = []
-        for _ in range(workers * self.total_steps):
+        sending: dict[int, Callable[[], None]] = {}
+        for update in range(workers * self.total_steps):  # the updates applied before it
             worker, gradient = receive(None)  # from whichever worker pushes first
+            applied[worker] = update - pulled_at[worker]
+            gradient = correction.gradient(gradient, now=values.detach(), then=held[worker])
+            correction.prepare(self.optimizer, applied[worker])
             # η/N for each push: N pushes move as far as one BSP step with the same trainer.lr
             # (the other schedulers' lr is the global batch's; η·g_w per push would be N× it).
             apply(gradient / workers, clocks[worker])
@@ -164,8 +197,14 @@ class _ShardLoop:
             slowest = min(clocks)
             for w in sorted(waiting):
                 if staleness is None or clocks[w] - slowest <= staleness:
-                    sends.append(link.start_send((_reply(values, clocks),), dst=w, tag=PULL))
+                    reply = _reply(values, clocks, applied[w])
+                    if w in sending:  # long sent: the worker pushed after receiving it
+                        sending.pop(w)()
+                    sending[w] = link.start_send((reply,), dst=w, tag=PULL)
+                    pulled_at[w], held[w] = update + 1, reply[: values.numel()]
                     waiting.discard(w)
+            if after_update is not None:
+                after_update(values.detach())
         assert not waiting, "every worker got its last parameters"
-        for wait in sends:
+        for wait in sending.values():
             wait()

@@ -28,7 +28,7 @@ from gradsync.schedulers.engine.group_info import bucket_parts
 from gradsync.schedulers.engine.queued_collective import AGREE
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.ps.host import host_empty, to_device
-from gradsync.schedulers.ps.layout import CLOCKS, PULL, Shards
+from gradsync.schedulers.ps.layout import PULL, STAMPS, Shards
 from gradsync.schedulers.ps.messages import send_payload
 from gradsync.types import Collective, Compressor, GroupInfo, Payload, SyncStats
 
@@ -39,9 +39,12 @@ class PsSync(SyncComponents):
         *,
         staleness: int | None = None,
         server: str | None = None,
+        staleness_correction: str | None = None,
+        dc_lambda: float | None = None,
         **parts: Unpack[EngineParts],
     ) -> None:
-        # ``staleness`` and ``server`` are the servers' (server.py): a worker's side is the same.
+        # The options are the servers' (server.py: how long a worker may run ahead, what to do
+        # about stale gradients): a worker's side is the same.
         super().__init__(**parts)
         self._params: list[nn.Parameter] = []
         self._shards: Shards | None = None
@@ -87,7 +90,7 @@ class PsSync(SyncComponents):
         ]
         compressed = timer.mark()
         pull = partial(self._push_pull, payloads, flat.dtype, flat.device)
-        new, (slowest, fastest) = comm.submit(pull, inputs=payloads).wait()
+        new, (slowest, fastest, applied) = comm.submit(pull, inputs=payloads).wait()
         communicated = timer.mark()
         offset = 0
         with torch.no_grad():
@@ -115,29 +118,33 @@ class PsSync(SyncComponents):
             extra={
                 "sched/staleness": step + 1 - slowest,  # steps this worker is ahead
                 "sched/staleness_max": fastest - slowest,  # the spread over all workers
+                # Updates the (first) server applied between this worker's previous pull and
+                # its gradient: what a staleness correction corrects for.
+                "sched/applied_staleness": applied,
             },
         )
 
     def _push_pull(
         self, payloads: list[tuple[Payload, Any]], dtype: torch.dtype, device: torch.device
-    ) -> tuple[Tensor, tuple[float, float]]:
+    ) -> tuple[Tensor, tuple[float, float, float]]:
         """On the communication thread: every shard pushed to its server, then the parameters
         each sends back, in server order, one operation at a time (a server replies only once
         it has the pushes it waits for). The new flat parameters, on ``device``, and the
-        slowest and fastest worker's clock (read on the host, where the replies land)."""
+        slowest and fastest worker's clock and the staleness this worker's gradient was applied
+        with (read on the host, where the replies land)."""
         shards = self._shards
         assert shards is not None
         for s, (payload, ctx) in enumerate(payloads):
             send_payload(self._servers, payload, ctx, dst=shards.rank(s))
         pulled = []
         for s in range(shards.servers):
-            size = shards.bounds[s + 1] - shards.bounds[s] + CLOCKS
+            size = shards.bounds[s + 1] - shards.bounds[s] + STAMPS
             reply = host_empty(size, dtype)
             self._servers.recv((reply,), src=shards.rank(s), tag=PULL)
             pulled.append(reply)
-        slowest, fastest = pulled[0][-CLOCKS:].tolist()
-        new = to_device(torch.cat([p[:-CLOCKS] for p in pulled]), device)
-        return new, (slowest, fastest)
+        slowest, fastest, applied = pulled[0][-STAMPS:].tolist()
+        new = to_device(torch.cat([p[:-STAMPS] for p in pulled]), device)
+        return new, (slowest, fastest, applied)
 
     def state_dict(self) -> dict[str, Any]:
         return self.components_state()
