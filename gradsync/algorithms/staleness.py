@@ -12,6 +12,7 @@ at (``scheduler.staleness_correction``). Each is exactly no correction at zero s
 
 from __future__ import annotations
 
+import numpy as np
 from torch import Tensor
 
 
@@ -31,3 +32,53 @@ def adjusted_momentum(momentum: float, staleness: float) -> float:
 def delay_compensated(grad: Tensor, *, now: Tensor, then: Tensor, lam: float) -> Tensor:
     """DC-ASGD's gradient: ``grad`` (computed at ``then``) moved to the weights ``now``."""
     return grad + lam * grad * grad * (now - then)
+
+
+def stable_limit(momentum: float, staleness: int) -> float:
+    """The largest η·λ for which heavy-ball SGD (momentum μ) that applies each gradient
+    ``staleness`` updates late converges on a quadratic of curvature λ.
+
+    With g_t = λ·w_{t−τ}: w_{t+1} = (1 + μ)·w_t − μ·w_{t−1} − ηλ·w_{t−τ}, stable while every
+    root of z^{τ+1} − (1 + μ)·z^τ + μ·z^{τ−1} + ηλ (τ ≥ 1) lies inside the unit circle:
+    ηλ < 2(1 + μ) without staleness, 1 − μ at τ = 1 (found here by bisection)."""
+    if staleness < 0:
+        raise ValueError(f"staleness must be >= 0, got {staleness}")
+    if staleness == 0:
+        return 2 * (1 + momentum)
+
+    def stable(step: float) -> bool:
+        coefficients = np.zeros(staleness + 2)
+        coefficients[0], coefficients[1] = 1.0, -(1 + momentum)
+        coefficients[2] += momentum
+        coefficients[-1] += step
+        return bool(np.all(np.abs(np.roots(coefficients)) < 1))
+
+    low, high = 0.0, 2 * (1 + momentum)  # staleness only shrinks the range
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if stable(middle) else (low, middle)
+    return low
+
+
+def stability_warning(
+    *, lr: float, momentum: float, staleness: int, curvature: float, corrected: bool
+) -> str | None:
+    """What to tell a user whose updates, ``staleness`` updates late at ``lr`` and
+    ``momentum`` (already lowered when ``corrected``), leave the stable range for the
+    ``curvature`` measured (one line), or None while they are inside it."""
+    limit = stable_limit(momentum, staleness)
+    if lr * curvature < limit:
+        return None
+    advice = f"lower trainer.lr below {limit / curvature:.3g}"
+    if not corrected:
+        lowered = adjusted_momentum(momentum, staleness)
+        advice = (
+            f"set scheduler.staleness_correction=momentum (momentum {lowered:g}, stable while "
+            f"lr·λ < {stable_limit(lowered, staleness):.3g}), or {advice}"
+        )
+    return (
+        f"updates applied {staleness} update(s) late with lr {lr:g} and momentum {momentum:g} "
+        f"are stable only while lr·λ < {limit:.3g}, and the profiled steps measured a "
+        f"curvature λ ≈ {curvature:.3g} (lr·λ = {lr * curvature:.3g}): training may stall or "
+        f"diverge; {advice}"
+    )

@@ -21,6 +21,7 @@ from gradsync.schedulers.allreduce.allreduce import AllreduceSync
 from gradsync.schedulers.deft.deft import PROFILE_FILE, DeftSync
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.pipelined.wfbp import WfbpSync
+from gradsync.schedulers.staleness_options import CORRECTIONS, DC_LAMBDA
 from tests.helpers.dist import run_world
 from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
 
@@ -121,14 +122,20 @@ def _replay(rank: int, world_size: int, times: dict, *, mean: bool, links: int) 
     return {"params": [p.detach().clone() for p in model.parameters()]}
 
 
-def _delayed_sgd(rank: int, world_size: int) -> dict:
-    """SGD that applies at the end of step t the averaged gradient of step t − 1."""
+def _delayed_sgd(rank: int, world_size: int, correction: str = "none") -> dict:
+    """SGD that applies at the end of step t the averaged gradient of step t − 1. From the
+    second update on, that gradient is one update old (the first was computed at the weights it
+    is applied to); ``correction`` says what is done about it, written out here:
+    ``momentum`` steps with momentum 0.9 − 1/2 (staleness 1 adds 1/2), ``dc`` applies
+    g + λ·g⊙g⊙(w_now − w_then)."""
     model = tiny_model()
     data = tiny_data(STEPS, world_size)
     opt = sgd(model)
     collective = TorchCollective()
     previous = None
+    weights_then: list[torch.Tensor] = []
     for step in range(STEPS):
+        weights = [p.detach().clone() for p in model.parameters()]
         local_loss(model, data, step, rank, world_size).backward()
         grads = [p.grad.clone() for p in model.parameters()]
         opt.zero_grad(set_to_none=True)
@@ -136,11 +143,15 @@ def _delayed_sgd(rank: int, world_size: int) -> dict:
             collective.all_reduce((g,))
             g /= world_size
         if previous is not None:
-            for p, g in zip(model.parameters(), previous, strict=True):
+            for p, g, then in zip(model.parameters(), previous, weights_then, strict=True):
+                if correction == "dc":
+                    g = g + DC_LAMBDA * g * g * (p.detach() - then)
                 p.grad = g
+            if correction == "momentum" and step >= 2:
+                opt.param_groups[0]["momentum"] = 0.9 - 0.5
             opt.step()
             opt.zero_grad(set_to_none=True)
-        previous = grads
+        previous, weights_then = grads, weights
     return {"params": [p.detach().clone() for p in model.parameters()]}
 
 
@@ -164,6 +175,21 @@ def _train_all(rank: int, world_size: int, root: str) -> dict:
         "no_delay": _train(rank, world_size, _deft(delay=False, profile_steps=2)),
         "unlimited": _train(rank, world_size, _deft(times=str(files["unlimited"]))),
         "delayed_sgd": _delayed_sgd(rank, world_size),
+        **{
+            f"no_delay_{c}": _train(
+                rank, world_size, _deft(delay=False, profile_steps=2, staleness_correction=c)
+            )
+            for c in CORRECTIONS
+        },
+        **{
+            f"unlimited_{c}": _train(
+                rank,
+                world_size,
+                _deft(times=str(files["unlimited"]), staleness_correction=c),
+            )
+            for c in CORRECTIONS
+        },
+        **{f"delayed_sgd_{c}": _delayed_sgd(rank, world_size, c) for c in CORRECTIONS},
         "tight": _train(rank, world_size, _deft(times=str(files["tight"]))),
         "tight_replay": _replay(rank, world_size, tight, mean=True, links=1),
         "tight_sum": _train(
@@ -173,6 +199,15 @@ def _train_all(rank: int, world_size: int, root: str) -> dict:
         "two_links": _train(rank, world_size, _deft(times=str(files["tight"]), links=2)),
         "two_links_replay": _replay(rank, world_size, tight, mean=True, links=2),
         "resumed": _train(rank, world_size, _deft(times=str(files["tight"])), stop_after=5),
+        **{
+            f"resumed_{c}": _train(
+                rank,
+                world_size,
+                _deft(times=str(files["unlimited"]), staleness_correction=c),
+                stop_after=5,
+            )
+            for c in CORRECTIONS
+        },
         "profiled": _train(
             rank,
             world_size,
@@ -218,6 +253,40 @@ def test_with_unlimited_windows_deft_is_sgd_delayed_by_one_iteration(runs):
         # buckets it sent in backward: their all-reduces run on into the next forward pass.
         carried = [e["sched/carried_buckets"] for e in runs[rank]["unlimited"]["extras"]]
         assert all(c > 0 for c in carried)
+
+
+@pytest.mark.parametrize("correction", CORRECTIONS)
+def test_a_resumed_job_corrects_its_stale_updates_as_an_uninterrupted_one(runs, correction):
+    for rank in range(2):
+        _assert_same_params(
+            runs[rank][f"resumed_{correction}"], runs[rank][f"unlimited_{correction}"]
+        )
+
+
+@pytest.mark.parametrize("correction", CORRECTIONS)
+def test_a_staleness_correction_is_none_where_nothing_is_stale(runs, correction):
+    # Delay off: every gradient is applied at the weights it was computed at.
+    for rank in range(2):
+        for mine, ref in zip(
+            runs[rank][f"no_delay_{correction}"]["params"],
+            runs[rank]["no_delay"]["params"],
+            strict=True,
+        ):
+            assert torch.equal(mine, ref)
+
+
+@pytest.mark.parametrize("correction", CORRECTIONS)
+def test_a_staleness_correction_applies_its_formula_to_one_step_late_gradients(runs, correction):
+    for rank in range(2):
+        ours = runs[rank][f"unlimited_{correction}"]
+        _assert_same_params(ours, runs[rank][f"delayed_sgd_{correction}"])
+        staleness = [e.get("sched/applied_staleness") for e in ours["extras"]]
+        assert staleness[1:] == [0.0] + [1.0] * (STEPS - 2)
+    if correction != "none":  # and it changes the trajectory
+        ours, plain = runs[0][f"unlimited_{correction}"], runs[0]["unlimited_none"]
+        assert any(
+            not torch.equal(a, b) for a, b in zip(ours["params"], plain["params"], strict=True)
+        )
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -9,6 +11,8 @@ from gradsync.algorithms.staleness import (
     adjusted_momentum,
     delay_compensated,
     implicit_momentum,
+    stability_warning,
+    stable_limit,
 )
 
 
@@ -40,3 +44,29 @@ def test_delay_compensation_moves_a_quadratic_s_gradient_to_the_new_weights():
     stale = a * then
     assert torch.allclose(delay_compensated(stale, now=now, then=then, lam=lam), a * now)
     assert not torch.allclose(stale, a * now)  # uncorrected, it is off
+
+
+def test_the_stable_range_of_delayed_heavy_ball_matches_its_closed_forms():
+    # No delay: ηλ < 2(1 + μ). One update late: ηλ < 1 − μ. Plain SGD τ late:
+    # ηλ < 2·sin(π / (2(2τ + 1))).
+    assert stable_limit(0.9, 0) == pytest.approx(3.8)
+    for momentum in (0.0, 0.4, 0.9):
+        assert stable_limit(momentum, 1) == pytest.approx(1 - momentum, abs=1e-9)
+    for staleness in (1, 2, 3, 5):
+        expected = 2 * math.sin(math.pi / (2 * (2 * staleness + 1)))
+        assert stable_limit(0.0, staleness) == pytest.approx(expected, abs=1e-9)
+    assert stable_limit(0.9, 2) < stable_limit(0.9, 1)  # staleness only shrinks it
+
+
+def test_the_warning_names_the_bound_the_curvature_and_what_to_change():
+    # The DeFT parity recipe: lr 0.05, momentum 0.9, curvature ≈ 10, one update late.
+    message = stability_warning(lr=0.05, momentum=0.9, staleness=1, curvature=10, corrected=False)
+    assert message is not None and "\n" not in message
+    assert "lr·λ < 0.1" in message and "staleness_correction=momentum (momentum 0.4" in message
+    assert "lower trainer.lr below 0.01" in message
+    # Lowered to 0.4 by the correction, the same step is inside the range.
+    assert (
+        stability_warning(lr=0.05, momentum=0.4, staleness=1, curvature=10, corrected=True) is None
+    )
+    corrected = stability_warning(lr=0.1, momentum=0.4, staleness=1, curvature=10, corrected=True)
+    assert corrected is not None and "staleness_correction" not in corrected  # already set

@@ -140,6 +140,12 @@ class _Profile:
     """‖ḡ‖² of the averaged gradient, per step."""
     spreads: list[float] = field(default_factory=list)
     """Variance over workers of ḡ·g_w, per step."""
+    curvatures: list[float] = field(default_factory=list)
+    """‖ḡ_t − ḡ_{t−1}‖ / ‖w_t − w_{t−1}‖ between profiled steps: the loss's curvature along
+    the path (of the order of the Hessian's largest eigenvalue: 6–17 by power iteration
+    against 8–14 from this on the Fashion-MNIST CNN), which bounds a stable step."""
+    previous: tuple[Tensor, Tensor] | None = None
+    """The last profiled step's averaged gradient and the weights it was computed at."""
 
 
 class DeftSync(ExchangeEngine):
@@ -449,6 +455,13 @@ class DeftSync(ExchangeEngine):
         profile.norms.append(float(mean.double().square().sum()))
         profile.spreads.append(max(squares / n - (total / n) ** 2, 0.0))
         profile.loss = loss_sum / n
+        weights = self._weights()  # this step's gradient was computed here (not yet stepped)
+        if profile.previous is not None:
+            before, then = profile.previous
+            moved = float((weights - then).norm())
+            if moved > 0:
+                profile.curvatures.append(float((mean - before).norm()) / moved)
+        profile.previous = (mean.clone(), weights)
 
     def _after_profiled_step(self, step: int) -> None:
         profile, timer = self._profile, self._forward_timer
@@ -488,6 +501,7 @@ class DeftSync(ExchangeEngine):
         self._metrics["sched/preserver_ratio"] = decision.ratio
         if self.run_dir is not None and self.collective.rank == 0:
             times.write(self.run_dir / PROFILE_FILE)
+        self._check_stability(profile)
         verdict = "passed" if decision.passed else f"outside 1 ± {self.epsilon}"
         log.info(
             f"deft: {len(self.buckets)} buckets, coverage rate {times.coverage_rate:.2f}, "
@@ -495,6 +509,22 @@ class DeftSync(ExchangeEngine):
             f"{decision.retries} retries, capacity ×{decision.capacity_scale:.2f} (loss walk "
             f"from loss {profile.loss:.4g}: ‖g‖² {walk.mu:.4g}, σ {walk.sigma:.4g}, η {walk.eta:g})"
         )
+
+    def _check_stability(self, profile: _Profile) -> None:
+        """Say in the log when the planned staleness makes the run's lr and momentum unstable
+        for the curvature the profiled steps measured (the Preserver models merged
+        iterations, not stale ones). Every delayed update is one update late: the one before
+        it lands while its gradient travels."""
+        if not self.delay or not profile.curvatures:
+            return
+        assert self._optimizer is not None
+        curvature = statistics.median(profile.curvatures)
+        self._metrics["sched/curvature"] = curvature
+        problem = self._correction.stability_problem(
+            lr=float(self._optimizer.param_groups[0]["lr"]), staleness=1, curvature=curvature
+        )
+        if problem is not None:
+            log.warning(f"deft: {problem}")
 
     def _measure(
         self, buckets: Buckets, forward: Sequence[float], backward: Sequence[float]
@@ -585,6 +615,13 @@ class DeftSync(ExchangeEngine):
             },
             "current": self._current.flat.clone(),
             "future": self._future.flat.clone(),
+            # How old each gradient is (and, for dc, the weights it was computed at): a
+            # resumed job corrects its next update as the uninterrupted one does.
+            "updates": self._updates,
+            "started": [
+                (g.updates_at, None if g.weights_at is None else g.weights_at.cpu().clone())
+                for g in (self._current, self._future)
+            ],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -605,3 +642,10 @@ class DeftSync(ExchangeEngine):
         self.load_components_state(state)
         self._current.flat.copy_(state["current"])
         self._future.flat.copy_(state["future"])
+        self._updates = state.get("updates", 0)  # a checkpoint from before corrections: 0
+        for gradient, (updates_at, weights_at) in zip(
+            (self._current, self._future), state.get("started", [(0, None)] * 2), strict=True
+        ):
+            gradient.updates_at = updates_at
+            if weights_at is not None:
+                gradient.weights_at = weights_at.to(gradient.flat.device)

@@ -9,15 +9,26 @@ from typing import Any
 from torch import Tensor
 from torch.optim import Optimizer
 
-from gradsync.algorithms.staleness import adjusted_momentum, delay_compensated
+from gradsync.algorithms.staleness import (
+    adjusted_momentum,
+    delay_compensated,
+    stability_warning,
+)
 from gradsync.schedulers.staleness_options import DELAY_COMPENSATION, MOMENTUM, NONE
+
+CONFIGURED_MOMENTUM = "configured_momentum"
 
 
 class StalenessCorrection:
     def __init__(self, kind: str = NONE, *, dc_lambda: float, optimizer: Optimizer) -> None:
         self.kind, self.dc_lambda = kind, dc_lambda
-        self._momenta = [_momentum(group) for group in optimizer.param_groups]
-        """The momentum each parameter group was configured with: what a correction aims at."""
+        # The momentum each parameter group was configured with, what a correction aims at,
+        # kept in the group itself: a checkpoint saves it with the lowered momentum, so an
+        # optimizer restored before or after this is built still knows it.
+        self._momenta = [
+            float(group.setdefault(CONFIGURED_MOMENTUM, _momentum(group)))
+            for group in optimizer.param_groups
+        ]
         if kind == MOMENTUM and not any(self._momenta):
             raise ValueError(
                 "scheduler.staleness_correction=momentum lowers the optimizer's momentum, and "
@@ -35,6 +46,19 @@ class StalenessCorrection:
             return grad
         assert now is not None and then is not None
         return delay_compensated(grad, now=now, then=then, lam=self.dc_lambda)
+
+    def stability_problem(self, *, lr: float, staleness: int, curvature: float) -> str | None:
+        """Why updates ``staleness`` late at ``lr``, with this correction's momentum, may not
+        converge at ``curvature`` (one line, with what to change), or None."""
+        corrected = self.kind == MOMENTUM
+        momentum = self._momenta[0]
+        return stability_warning(
+            lr=lr,
+            momentum=adjusted_momentum(momentum, staleness) if corrected else momentum,
+            staleness=staleness,
+            curvature=curvature,
+            corrected=corrected,
+        )
 
     def prepare(self, optimizer: Optimizer, staleness: float) -> None:
         """Set the optimizer for an update ``staleness`` updates late."""
