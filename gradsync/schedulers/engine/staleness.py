@@ -17,6 +17,8 @@ from gradsync.algorithms.staleness import (
 from gradsync.schedulers.staleness_options import DELAY_COMPENSATION, MOMENTUM, NONE
 
 CONFIGURED_MOMENTUM = "configured_momentum"
+LEAST_MOMENTUM = 1e-6
+"""What a correction that would remove all momentum leaves (see ``prepare``)."""
 
 
 class StalenessCorrection:
@@ -65,7 +67,10 @@ class StalenessCorrection:
         if self.kind != MOMENTUM:
             return
         for group, momentum in zip(optimizer.param_groups, self._momenta, strict=True):
-            _set_momentum(group, adjusted_momentum(momentum, staleness))
+            # Never exactly 0: SGD then skips its momentum buffer, and the next update with
+            # momentum would resume from a stale one.
+            lowered = max(adjusted_momentum(momentum, staleness), LEAST_MOMENTUM)
+            _set_momentum(group, lowered)
 
 
 def _momentum(group: dict[str, Any]) -> float:
