@@ -21,6 +21,7 @@ from pathlib import Path
 from benchmarks.measure import run_job
 from benchmarks.report import Part, add_part_arguments, run_parts
 from gradsync.metrics.summary import read_metrics
+from gradsync.schedulers.staleness_options import CORRECTIONS
 
 BSP = "BSP (ps_bsp)"
 SCHEMES = {
@@ -30,7 +31,6 @@ SCHEMES = {
     "OSP": ["scheduler=osp"],
 }
 STALE = ("ASP", "SSP (s=3)")  # the schemes that apply gradients late
-CORRECTIONS = ("none", "momentum", "dc")
 CORRECTIONS_RATE = "20mbit"
 
 

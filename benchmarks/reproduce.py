@@ -377,7 +377,7 @@ REPRODUCTIONS: dict[str, Reproduction] = {
             Sweep("parity", ("scheduler=wfbp", *PARITY)),
             Sweep(
                 "parity_deft",
-                ("scheduler=deft", "scheduler.staleness_correction=none,momentum,dc", *PARITY),
+                ("scheduler=deft", "scheduler.staleness_correction=none,momentum,dc,lr", *PARITY),
             ),
         ),
         group_by="scheduler,scheduler.links,dataset",

@@ -8,6 +8,10 @@ at (``scheduler.staleness_correction``). Each is exactly no correction at zero s
 * ``dc`` (Zheng et al., "Asynchronous SGD with delay compensation", 2017): the gradient at the
   weights it is applied to, to first order, with the Hessian approximated by λ·g⊙g:
   g + λ·g⊙g⊙(w_now − w_then).
+* ``lr`` (Zhang, Gupta, Lian, Liu, "Staleness-aware async-SGD", IJCAI 2016): a gradient τ
+  updates late is applied with the learning rate divided by τ + 1 (the paper divides by τ,
+  counting a fresh gradient as τ = 1), so the stale gradients that would push the weights
+  furthest from where they were computed push the least.
 """
 
 from __future__ import annotations
@@ -27,6 +31,13 @@ def adjusted_momentum(momentum: float, staleness: float) -> float:
     """The optimizer's momentum that, with the implicit momentum of ``staleness``, makes
     ``momentum`` (never below 0: more staleness than momentum to cancel is left as it is)."""
     return max(0.0, momentum - implicit_momentum(staleness))
+
+
+def staleness_aware_lr_scale(staleness: float) -> float:
+    """What the learning rate of a gradient ``staleness`` updates late is multiplied by."""
+    if staleness < 0:
+        raise ValueError(f"staleness must be >= 0, got {staleness}")
+    return 1 / (staleness + 1)
 
 
 def delay_compensated(grad: Tensor, *, now: Tensor, then: Tensor, lam: float) -> Tensor:

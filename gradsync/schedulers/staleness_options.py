@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from gradsync.schedulers.options import SchedulerOptions, option
 
-NONE, MOMENTUM, DELAY_COMPENSATION = "none", "momentum", "dc"
-CORRECTIONS = (NONE, MOMENTUM, DELAY_COMPENSATION)
+NONE, MOMENTUM, DELAY_COMPENSATION, LEARNING_RATE = "none", "momentum", "dc", "lr"
+CORRECTIONS = (NONE, MOMENTUM, DELAY_COMPENSATION, LEARNING_RATE)
 DC_LAMBDA = 0.04
 """DC-ASGD's constant λ (Zheng et al. 2017, DC-ASGD-c on CIFAR-10)."""
 
@@ -19,6 +19,7 @@ class StalenessCorrectionOptions(SchedulerOptions):
     staleness_correction: str = option(NONE, choices=CORRECTIONS)
     """none (as the papers apply them); momentum: lower the optimizer's momentum by the implicit
     momentum staleness adds (Mitliagkas et al. 2016); dc: add DC-ASGD's first-order term
-    λ·g⊙g⊙(w_now − w_then) (Zheng et al. 2017)."""
+    λ·g⊙g⊙(w_now − w_then) (Zheng et al. 2017); lr: apply a gradient τ updates late with the
+    learning rate divided by τ + 1 (staleness-aware SGD, Zhang et al. 2016)."""
     dc_lambda: float = option(DC_LAMBDA, at_least=0)
     """λ of staleness_correction=dc."""

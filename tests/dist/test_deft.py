@@ -127,7 +127,7 @@ def _delayed_sgd(rank: int, world_size: int, correction: str = "none") -> dict:
     second update on, that gradient is one update old (the first was computed at the weights it
     is applied to); ``correction`` says what is done about it, written out here:
     ``momentum`` steps with momentum 0.9 − 1/2 (staleness 1 adds 1/2), ``dc`` applies
-    g + λ·g⊙g⊙(w_now − w_then)."""
+    g + λ·g⊙g⊙(w_now − w_then), ``lr`` steps at half the learning rate (1/(τ + 1))."""
     model = tiny_model()
     data = tiny_data(STEPS, world_size)
     opt = sgd(model)
@@ -149,7 +149,11 @@ def _delayed_sgd(rank: int, world_size: int, correction: str = "none") -> dict:
                 p.grad = g
             if correction == "momentum" and step >= 2:
                 opt.param_groups[0]["momentum"] = 0.9 - 0.5
+            lr = opt.param_groups[0]["lr"]
+            if correction == "lr" and step >= 2:
+                opt.param_groups[0]["lr"] = lr / 2
             opt.step()
+            opt.param_groups[0]["lr"] = lr
             opt.zero_grad(set_to_none=True)
         previous, weights_then = grads, weights
     return {"params": [p.detach().clone() for p in model.parameters()]}

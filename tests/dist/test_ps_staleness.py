@@ -124,12 +124,19 @@ def _check_every_update(states: list[Tensor], records: list[Record], correction:
             gradient = gradient + term
         step = gradient / workers + WEIGHT_DECAY * now
         buffer = step if buffer is None else momentum * buffer + step
-        expected = now - LR * buffer
+        lr = LR / (staleness + 1) if correction == "lr" else LR
+        expected = now - lr * buffer
         torch.testing.assert_close(states[k + 1], expected, rtol=0, atol=1e-12, msg=f"update {k}")
     return largest
 
 
-STALE: list[Setting] = [("asp", "none"), ("asp", "momentum"), ("asp", "dc"), ("ssp", "dc")]
+STALE: list[Setting] = [
+    ("asp", "none"),
+    ("asp", "momentum"),
+    ("asp", "dc"),
+    ("ssp", "dc"),
+    ("asp", "lr"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +159,7 @@ def test_each_stale_update_is_the_corrections_formula(stale_runs, setting):
     assert (largest > 1e-6) == (setting[1] == "dc")  # DC changed the gradients, far past atol
 
 
-ZERO: list[Setting] = [("asp", "none"), ("asp", "momentum"), ("asp", "dc")]
+ZERO: list[Setting] = [("asp", "none"), ("asp", "momentum"), ("asp", "dc"), ("asp", "lr")]
 
 
 @pytest.fixture(scope="module")

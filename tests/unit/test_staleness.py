@@ -13,11 +13,13 @@ from gradsync.algorithms.staleness import (
     implicit_momentum,
     stability_warning,
     stable_limit,
+    staleness_aware_lr_scale,
 )
 
 
 def test_no_staleness_leaves_the_momentum_and_the_gradient_exactly_as_they_are():
     assert adjusted_momentum(0.9, 0) == 0.9
+    assert staleness_aware_lr_scale(0) == 1.0
     grad = torch.randn(1000, dtype=torch.float64)
     weights = torch.randn(1000, dtype=torch.float64)
     assert torch.equal(delay_compensated(grad, now=weights, then=weights.clone(), lam=0.04), grad)
@@ -31,6 +33,12 @@ def test_asynchrony_of_m_workers_adds_one_minus_one_over_m():
     assert adjusted_momentum(0.5, 3) == 0.0  # nothing left to lower
     with pytest.raises(ValueError, match="staleness must be >= 0"):
         implicit_momentum(-1)
+
+
+def test_a_stale_gradient_s_learning_rate_shrinks_with_its_staleness():
+    assert [staleness_aware_lr_scale(t) for t in (1, 3)] == [0.5, 0.25]
+    with pytest.raises(ValueError, match="staleness must be >= 0"):
+        staleness_aware_lr_scale(-1)
 
 
 def test_delay_compensation_moves_a_quadratic_s_gradient_to_the_new_weights():

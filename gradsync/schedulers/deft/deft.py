@@ -422,8 +422,7 @@ class DeftSync(ExchangeEngine):
         mean = self._correction.gradient(gradient.flat / divisor, now=now, then=gradient.weights_at)
         for i, param in enumerate(self._params):
             param.grad = mean[self._offsets[i] : self._offsets[i + 1]].view_as(param)
-        self._correction.prepare(self._optimizer, staleness)
-        self._optimizer.step()
+        self._correction.step(self._optimizer, staleness)
         self._updates += 1
         self._metrics["sched/applied_staleness"] = float(staleness)
 

@@ -13,8 +13,14 @@ from gradsync.algorithms.staleness import (
     adjusted_momentum,
     delay_compensated,
     stability_warning,
+    staleness_aware_lr_scale,
 )
-from gradsync.schedulers.staleness_options import DELAY_COMPENSATION, MOMENTUM, NONE
+from gradsync.schedulers.staleness_options import (
+    DELAY_COMPENSATION,
+    LEARNING_RATE,
+    MOMENTUM,
+    NONE,
+)
 
 CONFIGURED_MOMENTUM = "configured_momentum"
 LEAST_MOMENTUM = 1e-6
@@ -55,12 +61,28 @@ class StalenessCorrection:
         corrected = self.kind == MOMENTUM
         momentum = self._momenta[0]
         return stability_warning(
-            lr=lr,
+            lr=lr * self.lr_scale(staleness),
             momentum=adjusted_momentum(momentum, staleness) if corrected else momentum,
             staleness=staleness,
             curvature=curvature,
             corrected=corrected,
         )
+
+    def lr_scale(self, staleness: float) -> float:
+        """What the learning rate of an update ``staleness`` updates late is multiplied by."""
+        return staleness_aware_lr_scale(staleness) if self.kind == LEARNING_RATE else 1.0
+
+    def step(self, optimizer: Optimizer, staleness: float) -> None:
+        """``optimizer.step()`` for gradients ``staleness`` updates late: with the momentum
+        ``prepare`` sets and the learning rate ``lr_scale`` gives for that one step."""
+        self.prepare(optimizer, staleness)
+        scale = self.lr_scale(staleness)
+        configured = [group["lr"] for group in optimizer.param_groups]
+        for group in optimizer.param_groups:
+            group["lr"] = group["lr"] * scale
+        optimizer.step()
+        for group, lr in zip(optimizer.param_groups, configured, strict=True):
+            group["lr"] = lr  # the lr schedule, not this step's, is what a checkpoint keeps
 
     def prepare(self, optimizer: Optimizer, staleness: float) -> None:
         """Set the optimizer for an update ``staleness`` updates late."""

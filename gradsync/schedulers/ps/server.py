@@ -14,8 +14,8 @@ schedule of the workers' step count.
   never runs more than s steps ahead; without a bound it gets them at once. A gradient's
   staleness τ is the number of updates this server applied since it sent that worker the
   parameters it computed the gradient at; ``scheduler.staleness_correction`` may correct for it
-  (``gradsync/schedulers/engine/staleness.py``: the momentum of that update, or DC-ASGD's
-  compensation towards the values now, from the values sent).
+  (``gradsync/schedulers/engine/staleness.py``: the momentum of that update, DC-ASGD's
+  compensation towards the values now, from the values sent, or its learning rate).
 
 Every pull carries the slowest and fastest worker's clock and the staleness the worker's last
 gradient was applied with, so workers can log them.
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from omegaconf import DictConfig
@@ -41,8 +42,9 @@ from gradsync.schedulers.ps.messages import recv_payload
 from gradsync.train.build import build_optimizer, lr_factor
 from gradsync.types import Collective
 
-Apply = Callable[[Tensor, int], None]
-"""Apply a gradient to the shard with the learning rate of a given step."""
+Apply = Callable[[Tensor, int, Callable[[Optimizer], None]], None]
+"""Apply a gradient to the shard with the learning rate of a given step, stepping the optimizer
+as told (``Optimizer.step``, or a staleness correction's ``step``)."""
 Observer = Callable[[Tensor], None]
 Receive = Callable[[int | None], tuple[int, Tensor]]
 """The next worker's pushed gradient, decompressed: from a given rank, or from any."""
@@ -115,11 +117,11 @@ def _shard_loop(cfg: DictConfig, model: nn.Module, job: Serving) -> _ShardLoop:
     factor = lr_factor(cfg, steps_per_epoch=job.steps_per_epoch, total_steps=total_steps)
     base_lr = float(cfg.trainer.lr)
 
-    def apply(gradient: Tensor, step: int) -> None:
+    def apply(gradient: Tensor, step: int, stepping: Callable[[Optimizer], None]) -> None:
         for group in optimizer.param_groups:
             group["lr"] = base_lr * factor(step)
         shard.values.grad = gradient
-        optimizer.step()
+        stepping(optimizer)
 
     compressor = build(cfg.compressor, path="compressor")
     compressor.bind(SoloCollective())  # it only decompresses here, with each worker's context
@@ -130,6 +132,10 @@ def _shard_loop(cfg: DictConfig, model: nn.Module, job: Serving) -> _ShardLoop:
         return sender, compressor.decompress(payload, ctx).reshape(-1).to(shard.values.dtype)
 
     return _ShardLoop(link, shard.values, optimizer, apply, receive, shards.workers, total_steps)
+
+
+def _plain_step(optimizer: Optimizer) -> None:
+    optimizer.step()
 
 
 def _reply(values: Tensor, clocks: list[int], staleness: int = 0) -> Tensor:
@@ -159,7 +165,7 @@ class _ShardLoop:
             total = gradients[0].clone()
             for gradient in gradients[1:]:  # in rank order: the same sum on every run
                 total += gradient
-            self.apply(total / workers, step)
+            self.apply(total / workers, step, _plain_step)
             reply = _reply(self.values, [step + 1] * workers)
             sends = [self.link.start_send((reply,), dst=w, tag=PULL) for w in range(workers)]
             for wait in sends:
@@ -188,10 +194,13 @@ class _ShardLoop:
             worker, gradient = receive(None)  # from whichever worker pushes first
             applied[worker] = update - pulled_at[worker]
             gradient = correction.gradient(gradient, now=values.detach(), then=held[worker])
-            correction.prepare(self.optimizer, applied[worker])
             # η/N for each push: N pushes move as far as one BSP step with the same trainer.lr
             # (the other schedulers' lr is the global batch's; η·g_w per push would be N× it).
-            apply(gradient / workers, clocks[worker])
+            apply(
+                gradient / workers,
+                clocks[worker],
+                partial(correction.step, staleness=applied[worker]),
+            )
             clocks[worker] += 1
             waiting.add(worker)
             slowest = min(clocks)
