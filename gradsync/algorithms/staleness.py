@@ -12,6 +12,11 @@ at (``scheduler.staleness_correction``). Each is exactly no correction at zero s
   updates late is applied with the learning rate divided by τ + 1 (the paper divides by τ,
   counting a fresh gradient as τ = 1), so the stale gradients that would push the weights
   furthest from where they were computed push the least.
+* ``predict`` (weight prediction: Chen et al., "Efficient and robust parallel DNN training
+  through model parallelism on multi-GPU platform" (SpecTrain), 2018): a gradient that will be
+  applied τ updates later is computed at the weights expected then, w + τ·(w − w_previous),
+  extrapolated along the last update (for SGD, −τ·lr·v with v its momentum buffer), so that it
+  is close to fresh when it lands.
 """
 
 from __future__ import annotations
@@ -38,6 +43,14 @@ def staleness_aware_lr_scale(staleness: float) -> float:
     if staleness < 0:
         raise ValueError(f"staleness must be >= 0, got {staleness}")
     return 1 / (staleness + 1)
+
+
+def predicted_weights(now: Tensor, *, previous: Tensor, staleness: float) -> Tensor:
+    """The weights ``staleness`` updates after ``now`` if each moves as the last one did (from
+    ``previous`` to ``now``)."""
+    if staleness < 0:
+        raise ValueError(f"staleness must be >= 0, got {staleness}")
+    return now + staleness * (now - previous)
 
 
 def delay_compensated(grad: Tensor, *, now: Tensor, then: Tensor, lam: float) -> Tensor:

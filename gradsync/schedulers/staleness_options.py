@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from gradsync.schedulers.options import SchedulerOptions, option
 
 NONE, MOMENTUM, DELAY_COMPENSATION, LEARNING_RATE = "none", "momentum", "dc", "lr"
-CORRECTIONS = (NONE, MOMENTUM, DELAY_COMPENSATION, LEARNING_RATE)
+PREDICTION = "predict"
+CORRECTIONS = (NONE, MOMENTUM, DELAY_COMPENSATION, LEARNING_RATE, PREDICTION)
 DC_LAMBDA = 0.04
 """DC-ASGD's constant λ (Zheng et al. 2017, DC-ASGD-c on CIFAR-10)."""
 
@@ -20,6 +21,8 @@ class StalenessCorrectionOptions(SchedulerOptions):
     """none (as the papers apply them); momentum: lower the optimizer's momentum by the implicit
     momentum staleness adds (Mitliagkas et al. 2016); dc: add DC-ASGD's first-order term
     λ·g⊙g⊙(w_now − w_then) (Zheng et al. 2017); lr: apply a gradient τ updates late with the
-    learning rate divided by τ + 1 (staleness-aware SGD, Zhang et al. 2016)."""
+    learning rate divided by τ + 1 (staleness-aware SGD, Zhang et al. 2016); predict: compute
+    each gradient at the weights predicted τ updates ahead along the last update (SpecTrain's
+    weight prediction, Chen et al. 2018)."""
     dc_lambda: float = option(DC_LAMBDA, at_least=0)
     """λ of staleness_correction=dc."""

@@ -18,10 +18,11 @@ from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.none import NoneCompressor
 from gradsync.feedback.none import NoneFeedback
 from gradsync.schedulers.allreduce.allreduce import AllreduceSync
+from gradsync.schedulers.deft.config import DEFT_CORRECTIONS as CORRECTIONS
 from gradsync.schedulers.deft.deft import PROFILE_FILE, DeftSync
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.pipelined.wfbp import WfbpSync
-from gradsync.schedulers.staleness_options import CORRECTIONS, DC_LAMBDA
+from gradsync.schedulers.staleness_options import DC_LAMBDA
 from tests.helpers.dist import run_world
 from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
 

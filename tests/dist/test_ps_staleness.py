@@ -94,17 +94,30 @@ def _run(rank: int, group: dist.ProcessGroup | None, cfg: DictConfig) -> Any:
     return records
 
 
-def _by_update(states: list[Tensor], workers: list[list[Record]]) -> list[Record]:
-    """Each server update's gradient: pulled at the state a worker held, applied τ later."""
+def _by_update(states: list[Tensor], workers: list[list[Record]], correction: str) -> list[Record]:
+    """Each server update's gradient: pulled at the state a worker held, applied τ later. With
+    ``predict`` a worker held the state it pulled extrapolated along the update before it, as
+    far as its previous gradient was stale."""
     applied: dict[int, Record] = {}
     for records in workers:
+        ahead = 0  # the staleness of this worker's previous gradient
         for record in records:
             held, _, staleness = record
-            pulled = next(k for k, state in enumerate(states) if torch.equal(state, held))
+            prediction = ahead if correction == "predict" else 0
+            sent = [_sent(states, k, prediction) for k in range(len(states))]
+            pulled = next(k for k, values in enumerate(sent) if torch.equal(values, held))
             assert pulled + staleness not in applied, "two gradients applied in one update"
             applied[pulled + staleness] = record
+            ahead = staleness
     assert sorted(applied) == list(range(len(states) - 1)), "every update applies a gradient"
     return [applied[k] for k in range(len(states) - 1)]
+
+
+def _sent(states: list[Tensor], k: int, ahead: int) -> Tensor:
+    """What the server sends after update k, predicted ``ahead`` updates on (SpecTrain)."""
+    if k == 0 or ahead == 0:
+        return states[k]
+    return states[k] + ahead * (states[k] - states[k - 1])
 
 
 def _check_every_update(states: list[Tensor], records: list[Record], correction: str) -> float:
@@ -136,6 +149,7 @@ STALE: list[Setting] = [
     ("asp", "dc"),
     ("ssp", "dc"),
     ("asp", "lr"),
+    ("ssp", "predict"),
 ]
 
 
@@ -151,15 +165,23 @@ def test_each_stale_update_is_the_corrections_formula(stale_runs, setting):
     initial = _flat(list(tiny_model().parameters()))
     states = [initial, *server]
     assert len(server) == 2 * STEPS
-    records = _by_update(states, workers)
+    records = _by_update(states, workers, setting[1])
     assert max(staleness for _, _, staleness in records) >= 2  # really stale gradients
     if setting[0] == "ssp":  # s = 1: the slow worker holds the other back
         assert max(staleness for _, _, staleness in records) <= 3
     largest = _check_every_update(states, records, setting[1])
     assert (largest > 1e-6) == (setting[1] == "dc")  # DC changed the gradients, far past atol
+    predicted = sum(not any(torch.equal(held, s) for s in states) for held, _, _ in records)
+    assert (predicted > 0) == (setting[1] == "predict")  # computed off the server's states
 
 
-ZERO: list[Setting] = [("asp", "none"), ("asp", "momentum"), ("asp", "dc"), ("asp", "lr")]
+ZERO: list[Setting] = [
+    ("asp", "none"),
+    ("asp", "momentum"),
+    ("asp", "dc"),
+    ("asp", "lr"),
+    ("asp", "predict"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from gradsync.algorithms.staleness import (
     adjusted_momentum,
     delay_compensated,
     implicit_momentum,
+    predicted_weights,
     stability_warning,
     stable_limit,
     staleness_aware_lr_scale,
@@ -23,6 +24,7 @@ def test_no_staleness_leaves_the_momentum_and_the_gradient_exactly_as_they_are()
     grad = torch.randn(1000, dtype=torch.float64)
     weights = torch.randn(1000, dtype=torch.float64)
     assert torch.equal(delay_compensated(grad, now=weights, then=weights.clone(), lam=0.04), grad)
+    assert torch.equal(predicted_weights(weights, previous=grad, staleness=0), weights)
 
 
 def test_asynchrony_of_m_workers_adds_one_minus_one_over_m():
@@ -39,6 +41,16 @@ def test_a_stale_gradient_s_learning_rate_shrinks_with_its_staleness():
     assert [staleness_aware_lr_scale(t) for t in (1, 3)] == [0.5, 0.25]
     with pytest.raises(ValueError, match="staleness must be >= 0"):
         staleness_aware_lr_scale(-1)
+
+
+def test_prediction_extrapolates_the_last_update_as_far_as_the_staleness():
+    previous = torch.tensor([1.0, -2.0, 0.5])
+    now = torch.tensor([0.5, -1.0, 0.5])  # the last update moved by (-0.5, 1, 0)
+    assert torch.equal(
+        predicted_weights(now, previous=previous, staleness=3), torch.tensor([-1.0, 2.0, 0.5])
+    )
+    with pytest.raises(ValueError, match="staleness must be >= 0"):
+        predicted_weights(now, previous=previous, staleness=-1)
 
 
 def test_delay_compensation_moves_a_quadratic_s_gradient_to_the_new_weights():

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 from gradsync.algorithms.preserver import EPSILON, MAX_RETRIES
 from gradsync.config.schema import require
 from gradsync.schedulers.options import option
-from gradsync.schedulers.staleness_options import StalenessCorrectionOptions
+from gradsync.schedulers.staleness_options import (
+    CORRECTIONS,
+    NONE,
+    PREDICTION,
+    StalenessCorrectionOptions,
+)
 
 MERGE_REDUCTIONS = ("mean", "sum")
 PARTITION_SIZE = 6_500_000  # elements (≈ 25 MB of fp32, DDP's bucket): DeFT's default
@@ -16,11 +21,16 @@ DEFT_PROFILE_FIELDS = ("bounds", "forward", "backward", "comm", "mu")  # deft.Bu
 LINKS = 1
 MERGE_REDUCTION = "mean"
 PROFILE_STEPS = 5
+# Weight prediction needs each gradient computed at other weights than those being updated; a
+# DeFT worker computes at the weights its own updates land on.
+DEFT_CORRECTIONS = tuple(c for c in CORRECTIONS if c != PREDICTION)
 
 
 @dataclass
 class DeftSchedulerConfig(StalenessCorrectionOptions):
     _target_: str = "gradsync.schedulers.deft.deft.DeftSync"
+    staleness_correction: str = option(NONE, choices=DEFT_CORRECTIONS)
+    """none (as the paper applies them), momentum, dc or lr (see staleness_options.py)."""
     partition_size: int = option(PARTITION_SIZE, at_least=1)
     """Elements per bucket before profiling; buckets too long to send in the forward pass are
     split further once their communication time is measured."""

@@ -12,6 +12,7 @@ from torch.optim import Optimizer
 from gradsync.algorithms.staleness import (
     adjusted_momentum,
     delay_compensated,
+    predicted_weights,
     stability_warning,
     staleness_aware_lr_scale,
 )
@@ -20,6 +21,7 @@ from gradsync.schedulers.staleness_options import (
     LEARNING_RATE,
     MOMENTUM,
     NONE,
+    PREDICTION,
 )
 
 CONFIGURED_MOMENTUM = "configured_momentum"
@@ -47,6 +49,19 @@ class StalenessCorrection:
     def remembers_weights(self) -> bool:
         """Whether ``gradient`` needs the weights each gradient was computed at."""
         return self.kind == DELAY_COMPENSATION
+
+    @property
+    def predicts(self) -> bool:
+        """Whether ``sent`` needs the weights before the last update."""
+        return self.kind == PREDICTION
+
+    def sent(self, values: Tensor, *, previous: Tensor | None, staleness: float) -> Tensor:
+        """The weights to compute a gradient at that will land ``staleness`` updates after
+        ``values`` (``previous``: the weights before the last update)."""
+        if not self.predicts or staleness == 0:
+            return values
+        assert previous is not None
+        return predicted_weights(values, previous=previous, staleness=staleness)
 
     def gradient(self, grad: Tensor, *, now: Tensor | None, then: Tensor | None) -> Tensor:
         """The gradient to apply to the weights ``now``, computed at ``then``."""

@@ -194,6 +194,7 @@ class _ShardLoop:
             worker, gradient = receive(None)  # from whichever worker pushes first
             applied[worker] = update - pulled_at[worker]
             gradient = correction.gradient(gradient, now=values.detach(), then=held[worker])
+            previous = values.detach().clone() if correction.predicts else None
             # η/N for each push: N pushes move as far as one BSP step with the same trainer.lr
             # (the other schedulers' lr is the global batch's; η·g_w per push would be N× it).
             apply(
@@ -206,7 +207,11 @@ class _ShardLoop:
             slowest = min(clocks)
             for w in sorted(waiting):
                 if staleness is None or clocks[w] - slowest <= staleness:
-                    reply = _reply(values, clocks, applied[w])
+                    # Its next gradient lands about as late as its last did; after its last
+                    # push it only evaluates, at the values themselves.
+                    ahead = applied[w] if clocks[w] < self.total_steps else 0
+                    sent = correction.sent(values.detach(), previous=previous, staleness=ahead)
+                    reply = _reply(sent, clocks, applied[w])
                     if w in sending:  # long sent: the worker pushed after receiving it
                         sending.pop(w)()
                     sending[w] = link.start_send((reply,), dst=w, tag=PULL)
