@@ -629,7 +629,7 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
     its ``plan_reader``) is read from the run's log and directory: on this host those
     decisions vary from run to run."""
     from gradsync.projection.jobs import Predictor
-    from gradsync.projection.planning import logged_decisions, logged_plan
+    from gradsync.projection.planning import logged_plan
 
     predictor = Predictor(warmup_steps=reproduction.warmup_steps)
     store = RESULTS / name / MEASURED_FILE
@@ -650,7 +650,7 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
             run.config,
             scheduler=scheduler,
             compressor=str(run.setting("compressor")),
-            decisions=logged_decisions(run.records, scheduler),
+            decisions=_decisions(run, scheduler, reproduction.skip_steps),
             logged_plan=logged_plan(run.path, scheduler),
         )
         modelled = estimate(compute_s=None)
@@ -667,6 +667,21 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
         )
     predictor.save(store)
     return validated
+
+
+def _decisions(run: Run, scheduler: str, skip_steps: int) -> dict[str, float]:
+    """What the scheduler decided in the run, from its log: its registry entry's decisions,
+    and OSP's share of the model in the background over the timed windows (its budget grows
+    from 0 as the loss falls, so no one step's split stands for the run)."""
+    from gradsync.projection.planning import logged_decisions
+
+    decisions = logged_decisions(run.records, scheduler)
+    if run.values(UNIMPORTANT_SHARE):
+        decisions["unimportant_fraction"] = steady_mean(run, UNIMPORTANT_SHARE, skip_steps)
+    return decisions
+
+
+UNIMPORTANT_SHARE = "sched/unimportant_fraction"
 
 
 def validation() -> str:
