@@ -7,7 +7,8 @@
   push + pull and the servers' links carrying everyone's traffic once.
 * ``osp``: ps_bsp for the important layers; the unimportant ones travel behind the next
   iteration's compute (ICS). They are the smallest layers that fit in U_max (OSP moves whole
-  layers; the loss factor of its schedule is taken at its best, 1).
+  layers; the loss factor of its schedule is taken at its best, 1), or, given a run's
+  decisions, the share of the model its GIBs sent in the background on average.
 """
 
 from __future__ import annotations
@@ -36,11 +37,15 @@ def overlapped_synchronous(job: Job) -> Estimate:
     budget = job.scheduler.get("budget")
     cap = float(job.scheduler.max_unimportant)
     model_bytes = p.numel * p.element_bytes
-    if budget is not None:
-        allowed = float(budget) * model_bytes
+    if "unimportant_fraction" in job.decisions:
+        # What a run's GIBs moved, on average: its budget grows with the epochs from 0.
+        fraction = float(job.decisions["unimportant_fraction"])
     else:
-        allowed = umax_bytes(bandwidth, compute, cluster.workers, model_bytes, cap=cap)
-    fraction = _smallest_layers_within(p, allowed) / model_bytes
+        if budget is not None:
+            allowed = float(budget) * model_bytes
+        else:
+            allowed = umax_bytes(bandwidth, compute, cluster.workers, model_bytes, cap=cap)
+        fraction = _smallest_layers_within(p, allowed) / model_bytes
     important = cluster.push_pull(*push_pull(job, 1 - fraction))
     background = cluster.servers_busy(*push_pull(job, fraction))
     return Estimate(max(compute + important, background) + p.update)

@@ -20,7 +20,7 @@ order, so the global model is exactly what BSP would hold where all layers are i
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 from omegaconf import DictConfig
@@ -127,11 +127,13 @@ def serve_osp(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
             group["lr"] = base_lr * factor(step)
         optimizer.step()
 
-    def gather(layers: list[int], extra: int, link: Collective) -> list[Tensor]:
+    def post(layers: list[int], extra: int, link: Collective) -> Callable[[], list[Tensor]]:
+        """Post every worker's push of ``layers`` (+ ``extra`` stamps); the returned function
+        waits for them. gloo reads a message off the link only once its receive is posted."""
         count = sum(sizes[i] for i in layers) + extra
         received = [torch.empty(count, dtype=params[0].dtype) for _ in range(workers)]
         waits = [link.start_recv((r,), src=w, tag=PUSH) for w, r in enumerate(received)]
-        return [wait()[0] for wait in waits]
+        return lambda: [wait()[0] for wait in waits]
 
     def mean_of(received: list[Tensor], extra: int) -> Tensor:
         total = received[0][: len(received[0]) - extra].clone()
@@ -139,15 +141,22 @@ def serve_osp(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
             total += r[: len(r) - extra]
         return total / workers
 
-    def send_all(message: Tensor, link: Collective) -> None:
-        for wait in [link.start_send((message,), dst=w, tag=PULL) for w in range(workers)]:
-            wait()
+    def send_all(message: Tensor, link: Collective) -> Callable[[], None]:
+        """Start ``message`` to every worker; the returned function waits until it is sent."""
+        waits = [link.start_send((message,), dst=w, tag=PULL) for w in range(workers)]
+
+        def wait_all() -> None:
+            for wait in waits:
+                wait()
+
+        return wait_all
 
     gib = [True] * len(params)
     epoch_budget = budget.for_epoch(0)
+    pushes = post(gib_layers(gib, True), 2, routine)
     for step in range(total_steps):
-        important = [i for i, keep in enumerate(gib) if keep]
-        received = gather(important, 2, routine)
+        important, unimportant = gib_layers(gib, True), gib_layers(gib, False)
+        received = pushes()
         for r in received:
             budget.observe(float(r[-2]), float(r[-1]))
         apply(important, mean_of(received, 2), step)
@@ -156,12 +165,24 @@ def serve_osp(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
         following = split_unimportant(layer_importance(latest, params), nbytes, epoch_budget)
         bitmap = torch.tensor([float(k) for k in following], dtype=params[0].dtype)
         clocks = torch.tensor([step + 1, step + 1], dtype=params[0].dtype)
-        send_all(torch.cat([flat(params, important), bitmap, clocks]), routine)
-        unimportant = [i for i, keep in enumerate(gib) if not keep]
+        sent = send_all(torch.cat([flat(params, important), bitmap, clocks]), routine)
+        # Every receive is posted before a send is waited for: the link's two directions
+        # then work at once (ICS pushes come in while RS replies go out, the next RS pushes
+        # while ICS replies go out) instead of one after the other.
         if unimportant:
+            ics_pushes = post(unimportant, 0, ics)
+            sent()
             before = flat(params, unimportant)
-            apply(unimportant, mean_of(gather(unimportant, 0, ics), 0), step)
-            send_all(flat(params, unimportant) - before, ics)
+            apply(unimportant, mean_of(ics_pushes(), 0), step)
+            sent = send_all(flat(params, unimportant) - before, ics)
+        if step + 1 < total_steps:
+            pushes = post(gib_layers(following, True), 2, routine)
+        sent()
         gib = following
         if after_step is not None:
             after_step(flat(params))
+
+
+def gib_layers(gib: Sequence[bool], important: bool) -> list[int]:
+    """The layers the GIB marks important (or unimportant), in model order."""
+    return [i for i, keep in enumerate(gib) if keep == important]
