@@ -535,22 +535,34 @@ def ensure_fashion_mnist() -> None:
             shutil.copyfileobj(packed, out)
 
 
-def run_sweeps(name: str, reproduction: Reproduction) -> float:
-    """Run every sweep afresh into ``results/<name>/runs``; the wall seconds it took."""
+def run_sweeps(name: str, reproduction: Reproduction, only: Sequence[str] = ()) -> None:
+    """Run every sweep (or the sweeps named in ``only``, keeping the others' runs) afresh into
+    ``results/<name>/runs/<sweep>``, each with the wall seconds it took."""
     runs_dir = RESULTS / name / "runs"
-    shutil.rmtree(runs_dir, ignore_errors=True)
-    start = time.monotonic()
+    if not only:
+        shutil.rmtree(runs_dir, ignore_errors=True)
     for sweep in reproduction.sweeps:
+        if only and sweep.folder not in only:
+            continue
+        folder = runs_dir / sweep.folder
+        shutil.rmtree(folder, ignore_errors=True)
+        start = time.monotonic()
         gradsync(
             "run",
             "-m",
             f"experiment={reproduction.recipe}",
             *sweep.overrides,
-            f"hydra.sweep.dir={(runs_dir / sweep.folder).relative_to(REPO)}",
+            f"hydra.sweep.dir={folder.relative_to(REPO)}",
         )
-    seconds = time.monotonic() - start
-    (RESULTS / name / TOOK_FILE).write_text(f"{seconds:.0f}\n")
-    return seconds
+        (folder / TOOK_FILE).write_text(f"{time.monotonic() - start:.0f}\n")
+
+
+def took_minutes(name: str) -> float | None:
+    """The wall minutes a reproduction's sweeps took, summed (None before any ran)."""
+    files = list((RESULTS / name / "runs").glob(f"*/{TOOK_FILE}"))
+    if not files and (RESULTS / name / TOOK_FILE).exists():  # written whole, before --sweeps
+        files = [RESULTS / name / TOOK_FILE]
+    return sum(int(f.read_text()) for f in files) / 60 if files else None
 
 
 def write_report(name: str, reproduction: Reproduction) -> None:
@@ -567,8 +579,8 @@ def write_report(name: str, reproduction: Reproduction) -> None:
 
 def section(name: str, reproduction: Reproduction) -> str:
     runs = find_runs([RESULTS / name / "runs"])
-    took_file = RESULTS / name / TOOK_FILE
-    took = f", runs took {int(took_file.read_text()) / 60:.1f} min" if took_file.exists() else ""
+    minutes = took_minutes(name)
+    took = f", runs took {minutes:.1f} min" if minutes is not None else ""
     plot = f"benchmarks/results/{name}/report/{reproduction.plot}"
     parts = [
         f"`python -m benchmarks.reproduce {name} --write` (recipe `experiment="
@@ -832,11 +844,24 @@ def main() -> None:
     parser.add_argument(
         "--tables-only", action="store_true", help="re-read the results already there; run nothing"
     )
+    parser.add_argument(
+        "--sweeps",
+        type=lambda text: [s for s in text.split(",") if s],
+        default=[],
+        help="with one reproduction: re-run only these of its sweeps (comma-separated "
+        "folders), keeping the others' runs",
+    )
     args = parser.parse_args()
     valid = [*REPRODUCTIONS, *STEPS]
     unknown = sorted(set(args.names) - set(valid))
     if unknown:
         parser.error(f"unknown reproduction(s) {unknown}; valid: {', '.join(valid)}")
+    if args.sweeps:
+        if len(args.names) != 1 or args.names[0] not in REPRODUCTIONS:
+            parser.error("--sweeps takes exactly one reproduction name")
+        folders = [sweep.folder for sweep in REPRODUCTIONS[args.names[0]].sweeps]
+        if set(args.sweeps) - set(folders):
+            parser.error(f"--sweeps: {args.names[0]} has the sweeps {', '.join(folders)}")
     if not args.tables_only:
         ensure_fashion_mnist()
     for name in args.names or valid:
@@ -849,7 +874,7 @@ def main() -> None:
             continue
         reproduction = REPRODUCTIONS[name]
         if not args.tables_only:
-            run_sweeps(name, reproduction)
+            run_sweeps(name, reproduction, args.sweeps)
             (RESULTS / name / MEASURED_FILE).unlink(missing_ok=True)
             _predictions(name, reproduction)  # the simulator's inputs, on the host of the runs
             write_report(name, reproduction)
