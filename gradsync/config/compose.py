@@ -24,7 +24,6 @@ from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG
 from gradsync.config.schema import (
     Device,
     FileDatasetConfig,
-    OptimizerName,
     TaskBound,
     TrainConfig,
     register_schemas,
@@ -35,7 +34,6 @@ from gradsync.schedulers.registry import (
     allreducible_problem,
     spec_of,
 )
-from gradsync.schedulers.staleness_options import MOMENTUM, StalenessCorrectionOptions
 
 
 class ConfigError(ValueError):
@@ -197,7 +195,6 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
     _check_model_fits_dataset(typed)
     _check_scheduler_fits_compressor(cfg, typed)
     _check_scheduler_capabilities(cfg, typed)
-    _check_staleness_correction(typed)
     if not machine:
         return
     _check_device(typed)
@@ -244,22 +241,6 @@ def _check_scheduler_capabilities(cfg: DictConfig, typed: TrainConfig) -> None:
             f"scheduler={spec.name} does not apply each step's gradient on every worker in that "
             "step, so fp16's loss scaling cannot skip an overflowing step; use "
             f"trainer.precision=bf16, or scheduler={'/'.join(able_ones)}"
-        )
-
-
-def _check_staleness_correction(cfg: TrainConfig) -> None:
-    """A correction that lowers the momentum needs SGD to have one (Adam's first beta is its
-    momentum)."""
-    options = cfg.scheduler
-    if (
-        isinstance(options, StalenessCorrectionOptions)
-        and options.staleness_correction == MOMENTUM
-        and cfg.trainer.optimizer is OptimizerName.sgd
-        and cfg.trainer.momentum == 0
-    ):
-        raise ConfigError(
-            "scheduler.staleness_correction=momentum lowers the optimizer's momentum, and "
-            "trainer.momentum is 0: set trainer.momentum, or use staleness_correction=dc or none"
         )
 
 

@@ -161,6 +161,7 @@ def _delayed_sgd(rank: int, world_size: int, correction: str = "none") -> dict:
 
 
 def _deft(**options):
+    options.setdefault("staleness_correction", "none")  # the paper's updates: delayed SGD
     return lambda: DeftSync(partition_size=PARTITION, **options, **_components())
 
 

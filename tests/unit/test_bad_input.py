@@ -24,10 +24,6 @@ CASES = [
     (["+trainer.extra=1"], "unknown key 'trainer.extra'"),
     (["bogus=1"], "unknown key 'bogus'"),
     (["trainer.workers=0"], "trainer.workers must be >= 1, got 0"),
-    (
-        ["scheduler=asp", "scheduler.staleness_correction=momentum", "trainer.momentum=0"],
-        "trainer.momentum is 0: set trainer.momentum, or use staleness_correction=dc or none",
-    ),
     (["scheduler=deft", "scheduler.staleness_correction=late"], "staleness_correction 'late'"),
     (["trainer.workers=-3"], "trainer.workers must be >= 1"),
     (["trainer.workers=two"], "trainer.workers=two: Value 'two'"),

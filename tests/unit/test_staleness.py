@@ -16,6 +16,8 @@ from gradsync.algorithms.staleness import (
     stable_limit,
     staleness_aware_lr_scale,
 )
+from gradsync.config.compose import compose_jobs
+from gradsync.schedulers.engine.staleness import StalenessCorrection
 
 
 def test_no_staleness_leaves_the_momentum_and_the_gradient_exactly_as_they_are():
@@ -90,3 +92,19 @@ def test_the_warning_names_the_bound_the_curvature_and_what_to_change():
     )
     corrected = stability_warning(lr=0.1, momentum=0.4, staleness=1, curvature=10, corrected=True)
     assert corrected is not None and "staleness_correction" not in corrected  # already set
+
+
+def test_the_momentum_correction_lowers_a_momentum_and_leaves_plain_sgd_alone():
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    for configured, lowered in ((0.9, 0.4), (0.0, 0.0)):
+        optimizer = torch.optim.SGD(params, lr=0.1, momentum=configured)
+        correction = StalenessCorrection("momentum", dc_lambda=0.04, optimizer=optimizer)
+        correction.prepare(optimizer, staleness=1)
+        assert optimizer.param_groups[0]["momentum"] == pytest.approx(lowered)
+
+
+def test_each_scheduler_defaults_to_the_correction_measured_best():
+    expected = {"deft": "momentum", "asp": "predict", "ssp": "predict"}
+    for scheduler, correction in expected.items():
+        (cfg,) = compose_jobs([f"scheduler={scheduler}"], multirun=False, machine=False)
+        assert cfg.scheduler.staleness_correction == correction

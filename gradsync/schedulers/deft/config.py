@@ -10,7 +10,7 @@ from gradsync.config.schema import require
 from gradsync.schedulers.options import option
 from gradsync.schedulers.staleness_options import (
     CORRECTIONS,
-    NONE,
+    MOMENTUM,
     PREDICTION,
     StalenessCorrectionOptions,
 )
@@ -24,13 +24,17 @@ PROFILE_STEPS = 5
 # Weight prediction needs each gradient computed at other weights than those being updated; a
 # DeFT worker computes at the weights its own updates land on.
 DEFT_CORRECTIONS = tuple(c for c in CORRECTIONS if c != PREDICTION)
+# Measured on the parity recipe (BENCHMARKS.md, "DeFT staleness corrections"): the only one
+# within 0.5 points of WFBP; none is the paper's updates.
+DEFT_STALENESS_CORRECTION = MOMENTUM
 
 
 @dataclass
 class DeftSchedulerConfig(StalenessCorrectionOptions):
     _target_: str = "gradsync.schedulers.deft.deft.DeftSync"
-    staleness_correction: str = option(NONE, choices=DEFT_CORRECTIONS)
-    """none (as the paper applies them), momentum, dc or lr (see staleness_options.py)."""
+    staleness_correction: str = option(DEFT_STALENESS_CORRECTION, choices=DEFT_CORRECTIONS)
+    """momentum (the default, by measurement), none (the updates as the paper applies them),
+    dc or lr (see staleness_options.py)."""
     partition_size: int = option(PARTITION_SIZE, at_least=1)
     """Elements per bucket before profiling; buckets too long to send in the forward pass are
     split further once their communication time is measured."""

@@ -54,7 +54,13 @@ from gradsync.algorithms.knapsack import DEFAULT_UNIT
 from gradsync.algorithms.preserver import EPSILON, MAX_RETRIES, Decision, LossWalk, preserve
 from gradsync.algorithms.simulator import PAPER_MU
 from gradsync.comm.collective import second_link_interface
-from gradsync.schedulers.deft.config import LINKS, MERGE_REDUCTION, PARTITION_SIZE, PROFILE_STEPS
+from gradsync.schedulers.deft.config import (
+    DEFT_STALENESS_CORRECTION,
+    LINKS,
+    MERGE_REDUCTION,
+    PARTITION_SIZE,
+    PROFILE_STEPS,
+)
 from gradsync.schedulers.engine.buckets import Buckets, ForwardTimer
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.engine import EngineParts, ExchangeEngine
@@ -63,7 +69,7 @@ from gradsync.schedulers.engine.queued_collective import QueuedCollective
 from gradsync.schedulers.engine.residuals import bucket_name, rebucket_residuals
 from gradsync.schedulers.engine.staleness import StalenessCorrection
 from gradsync.schedulers.registry import require_allreducible
-from gradsync.schedulers.staleness_options import DC_LAMBDA, NONE
+from gradsync.schedulers.staleness_options import DC_LAMBDA
 from gradsync.types import Collective, GroupInfo, Payload, SyncStats
 
 log = logging.getLogger("gradsync")
@@ -164,7 +170,7 @@ class DeftSync(ExchangeEngine):
         preserver: bool = True,
         epsilon: float = EPSILON,
         preserver_retries: int = MAX_RETRIES,
-        staleness_correction: str = NONE,
+        staleness_correction: str = DEFT_STALENESS_CORRECTION,
         dc_lambda: float = DC_LAMBDA,
         **parts: Unpack[EngineParts],
     ) -> None:

@@ -39,11 +39,6 @@ class StalenessCorrection:
             float(group.setdefault(CONFIGURED_MOMENTUM, _momentum(group)))
             for group in optimizer.param_groups
         ]
-        if kind == MOMENTUM and not any(self._momenta):
-            raise ValueError(
-                "scheduler.staleness_correction=momentum lowers the optimizer's momentum, and "
-                "trainer.momentum is 0: use staleness_correction=dc or none"
-            )
 
     @property
     def remembers_weights(self) -> bool:
@@ -104,6 +99,8 @@ class StalenessCorrection:
         if self.kind != MOMENTUM:
             return
         for group, momentum in zip(optimizer.param_groups, self._momenta, strict=True):
+            if momentum == 0:  # nothing to lower: plain SGD stays plain SGD
+                continue
             # Never exactly 0: SGD then skips its momentum buffer, and the next update with
             # momentum would resume from a stale one.
             lowered = max(adjusted_momentum(momentum, staleness), LEAST_MOMENTUM)

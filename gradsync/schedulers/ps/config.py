@@ -7,11 +7,18 @@ from dataclasses import dataclass
 
 from gradsync.config.schema import require
 from gradsync.schedulers.options import SchedulerOptions, option
-from gradsync.schedulers.staleness_options import StalenessCorrectionOptions
+from gradsync.schedulers.staleness_options import (
+    CORRECTIONS,
+    PREDICTION,
+    StalenessCorrectionOptions,
+)
 
 UMAX_FORMULAS = ("paper", "corrected")  # OSP's U_max: as printed, or with losses slowing it
 UMAX_FORMULA = "corrected"
 MAX_UNIMPORTANT = 0.8  # the paper's 80% cap on the unimportant layers' share of the model
+# Measured on the OSP recipe at 20 Mbit/s (BENCHMARKS.md, "Staleness corrections for ASP and
+# SSP"): the only one that closes the gap to BSP; none is the papers' updates.
+STALE_STALENESS_CORRECTION = PREDICTION
 
 
 @dataclass
@@ -42,6 +49,9 @@ class _StaleConfig(_ParameterServerConfig, StalenessCorrectionOptions):
 
     _target_: str = "gradsync.schedulers.ps.worker.StalePsSync"
     server: str = "gradsync.schedulers.ps.server.serve_stale"
+    staleness_correction: str = option(STALE_STALENESS_CORRECTION, choices=CORRECTIONS)
+    """predict (the default, by measurement), none (gradients as the papers apply them),
+    momentum, dc or lr (see staleness_options.py)."""
 
 
 @dataclass
