@@ -21,6 +21,9 @@ class NoneFeedback:
     def update(self, compensated: Tensor, transmitted: Tensor, *, name: str) -> None:
         return None
 
+    def forget_sent(self, compensated: Tensor, sent: Tensor, *, name: str) -> None:
+        return None
+
     def norm(self) -> Tensor:
         return torch.zeros(())
 

@@ -81,8 +81,16 @@ class SyncComponents:
             self.loss_scale.unscale_(flat)
         compensated = self.feedback.compensate(flat, name=group.name)
         payload, ctx = self.compressor.compress(compensated, group=group)
-        transmitted = self.compressor.decompress(payload, ctx)
-        self.feedback.update(compensated, transmitted, name=group.name)
+        sent = (
+            self.compressor.selected(payload, ctx)
+            if self.compressor.sends_selected_values
+            else None
+        )
+        if sent is None:
+            transmitted = self.compressor.decompress(payload, ctx)
+            self.feedback.update(compensated, transmitted, name=group.name)
+        else:  # no dense decompressed copy: the residual is compensated less the sent indices
+            self.feedback.forget_sent(compensated, sent, name=group.name)
         return payload, ctx
 
     # ---- fp16: every worker steps, or every worker skips ------------------------------------
