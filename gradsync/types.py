@@ -127,7 +127,10 @@ class Compressor(Protocol):
 
 @runtime_checkable
 class ErrorFeedback(Protocol):
-    def compensate(self, grad: Tensor, *, name: str) -> Tensor: ...
+    def compensate(self, grad: Tensor, *, name: str, in_place: bool = False) -> Tensor:
+        """``grad`` plus what earlier steps left out; ``in_place``: ``grad`` is the caller's
+        scratch, written into rather than copied."""
+        ...
 
     def update(self, compensated: Tensor, transmitted: Tensor, *, name: str) -> None: ...
 

@@ -37,13 +37,15 @@ class ResidualFeedback:
         """What ``compensate`` returned as a new tensor, until the group's update: only this
         object holds it, so ``forget_sent`` may write into it."""
 
-    def compensate(self, grad: Tensor, *, name: str) -> Tensor:
+    def compensate(self, grad: Tensor, *, name: str, in_place: bool = False) -> Tensor:
         residual = self._residuals.get(name)
         if residual is None:
+            if in_place:  # the caller's scratch: forget_sent may write into it
+                self._made[name] = grad
             return grad
         if residual.device != grad.device:  # restored from a checkpoint on the CPU
             residual = self._residuals[name] = residual.to(grad.device)
-        made = self._made[name] = grad + residual
+        made = self._made[name] = grad.add_(residual) if in_place else grad + residual
         return made
 
     def update(self, compensated: Tensor, transmitted: Tensor, *, name: str) -> None:

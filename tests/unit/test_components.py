@@ -114,10 +114,12 @@ def test_random_subset_is_distinct_and_uniform():
         lambda: CLTKCompressor(density=0.05),
     ],
 )
-def test_a_sparsifier_keeps_the_residual_without_a_dense_copy(make):
+@pytest.mark.parametrize("scratch", [False, True])
+def test_a_sparsifier_keeps_the_residual_without_a_dense_copy(make, scratch):
     """The residual of a sparsifier that sends its own values (``forget_sent``) is what
-    compensated - decompressed gives, step after step; the caller's gradient and an fp16
-    snapshot of the residuals are never written into."""
+    compensated - decompressed gives, step after step, also when the gradient is the caller's
+    scratch (compensated in place); a gradient that is not, and an fp16 snapshot of the
+    residuals, are never written into."""
     compressor = make()
     components = SyncComponents(
         compressor=compressor,
@@ -132,9 +134,9 @@ def test_a_sparsifier_keeps_the_residual_without_a_dense_copy(make):
         snapshot = components.feedback.snapshot()
         before = {name: r.clone() for name, r in snapshot.items()}
         group = GroupInfo.of_sizes("w", step, [100, 200])
-        payload, ctx = components.compress_with_feedback(grad, group=group)
+        payload, ctx = components.compress_with_feedback(grad, group=group, scratch=scratch)
         compensated = kept + residual
         residual = compensated - compressor.decompress(payload, ctx)
         torch.testing.assert_close(components.feedback.state_dict()["w"], residual)
-        assert torch.equal(grad, kept)
+        assert scratch or torch.equal(grad, kept)
         assert all(torch.equal(snapshot[name], r) for name, r in before.items())

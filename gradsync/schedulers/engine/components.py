@@ -72,14 +72,18 @@ class SyncComponents:
             self._comm, self._queued = None, None
             self.compressor.bind(self.collective)
 
-    def compress_with_feedback(self, flat: Tensor, *, group: GroupInfo) -> tuple[Payload, Any]:
+    def compress_with_feedback(
+        self, flat: Tensor, *, group: GroupInfo, scratch: bool = False
+    ) -> tuple[Payload, Any]:
         """Compensate ``flat`` (the gradients of ``group``) with its error-feedback residual,
         compress it, and keep what the compression left out as the new residual. Under a loss
-        scale, ``flat`` is unscaled first, in place."""
+        scale, ``flat`` is unscaled first, in place. ``scratch``: the caller reads no value of
+        ``flat`` afterwards (a copy it made), so it is compensated in place, and may become the
+        residual: no gradient-sized tensor is allocated for either."""
         if self.loss_scale is not None:
             self._remember_state()
             self.loss_scale.unscale_(flat)
-        compensated = self.feedback.compensate(flat, name=group.name)
+        compensated = self.feedback.compensate(flat, name=group.name, in_place=scratch)
         payload, ctx = self.compressor.compress(compensated, group=group)
         sent = (
             self.compressor.selected(payload, ctx)
