@@ -96,6 +96,10 @@ class Compressor(Protocol):
     """Every worker's payload has the shapes of this one's, known from the group alone (a fixed
     k, codes packed from the group's sizes, an agreed index set), so gathering payloads needs
     no exchange of lengths (``Collective.all_gather(same_shape=True)``)."""
+    sends_selected_values: bool
+    """``decompress(compress(g))`` is g itself at ``selected``'s indices and 0 elsewhere (a
+    sparsifier sending g's own values), so error feedback keeps g with those indices zeroed and
+    needs no dense decompressed copy (``ErrorFeedback.forget_sent``)."""
 
     def bind(self, collective: Collective) -> None:
         """Give the compressor the workers' collective. Sparsifiers that must agree on an index
@@ -123,9 +127,17 @@ class Compressor(Protocol):
 
 @runtime_checkable
 class ErrorFeedback(Protocol):
-    def compensate(self, grad: Tensor, *, name: str) -> Tensor: ...
+    def compensate(self, grad: Tensor, *, name: str, in_place: bool = False) -> Tensor:
+        """``grad`` plus what earlier steps left out; ``in_place``: ``grad`` is the caller's
+        scratch, written into rather than copied."""
+        ...
 
     def update(self, compensated: Tensor, transmitted: Tensor, *, name: str) -> None: ...
+
+    def forget_sent(self, compensated: Tensor, sent: Tensor, *, name: str) -> None:
+        """``update`` for a compressor that sent ``compensated``'s own values at the indices
+        ``sent`` and nothing else (``Compressor.sends_selected_values``)."""
+        ...
 
     def norm(self) -> Tensor:
         """L2 norm of all residual memory on this worker: a 0-d tensor where the residuals

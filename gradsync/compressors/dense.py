@@ -42,6 +42,7 @@ class DenseCompressor(Stateless):
     error_feedback = False
     density = 1.0
     payload_same_shape = True  # the gradient's own shape
+    sends_selected_values = False
     wire_dtype: torch.dtype | None = None
     """The type on the wire; None: the gradient's own (no copy)."""
 

@@ -93,6 +93,7 @@ class ExchangedSparsifier(UsesCollective):
     """Base of sparsifiers that select locally (top-k, threshold) and exchange as configured."""
 
     lossless = False
+    sends_selected_values = True  # union or own selection, the values as they are
     error_feedback = True
     density: float
     same_count = False

@@ -45,6 +45,7 @@ class PackedQuantizer(UsesCollective):
     # every worker shares.
     payload_same_shape = True
     lossless = False
+    sends_selected_values = False
     density = 1.0
     bits: int
     """Bits per element on the wire."""

@@ -78,6 +78,7 @@ class AgreedIndexCompressor(UsesCollective):
     allreducible = True
     payload_same_shape = True  # values at the one agreed index set
     lossless = False
+    sends_selected_values = True
     error_feedback = True
     density: float
 

@@ -15,10 +15,13 @@ def for_compressor(compressor: Compressor) -> ErrorFeedback:
 
 
 class NoneFeedback:
-    def compensate(self, grad: Tensor, *, name: str) -> Tensor:
+    def compensate(self, grad: Tensor, *, name: str, in_place: bool = False) -> Tensor:
         return grad
 
     def update(self, compensated: Tensor, transmitted: Tensor, *, name: str) -> None:
+        return None
+
+    def forget_sent(self, compensated: Tensor, sent: Tensor, *, name: str) -> None:
         return None
 
     def norm(self) -> Tensor:

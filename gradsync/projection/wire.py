@@ -162,8 +162,9 @@ def measure_wire(
         start = time.perf_counter()
         # Step 0 every time: rank 0 is then the one that decides (CLT-k's leader, DEFT's
         # planner), so what it broadcasts is real.
+        # A copy, as the engine's flattened gradient is, compensated in place as that one is.
         payload, ctx = components.compress_with_feedback(
-            gradient.clone(), group=GroupInfo.of_sizes("gradient", 0, layer_sizes)
+            gradient.clone(), group=GroupInfo.of_sizes("gradient", 0, layer_sizes), scratch=True
         )
         compressed = time.perf_counter()
         # What the compressor said while compressing (index sets, scalers), then its payload,

@@ -205,6 +205,8 @@ class Trainer:
                 "time/compress_max": window.series("time/compress"),
                 "time/forward_max": window.series("time/forward"),
                 "time/compute_max": [forward + backward for forward, backward in passes],
+                # The busiest link's: a CLT-k leader's broadcast is on its uplink alone.
+                "comm/bytes_wire_max": window.series("comm/bytes_wire"),
             }
         )
         metrics = self._mean_over_workers(window.means())

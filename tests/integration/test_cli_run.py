@@ -25,6 +25,7 @@ METRIC_NAMES = {
     "time/compress_max",
     "time/forward_max",
     "time/compute_max",
+    "comm/bytes_wire_max",
     "time/comm",
     "time/update",
     "time/iteration",

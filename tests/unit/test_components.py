@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
+from gradsync.comm.solo import SoloCollective
+from gradsync.compressors.cltk import CLTKCompressor
+from gradsync.compressors.deft import DEFTCompressor
 from gradsync.compressors.none import NoneCompressor
 from gradsync.compressors.randomk import RandomKCompressor
+from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.none import NoneFeedback
 from gradsync.feedback.residual import ResidualFeedback
+from gradsync.schedulers.engine.components import SyncComponents
 from gradsync.types import GroupInfo
 
 
@@ -96,3 +103,40 @@ def test_random_subset_is_distinct_and_uniform():
     assert torch.all((counts / 4000 - 0.25).abs() < 0.04)
     big = random_subset(10**7, 1000, gen)
     assert big.unique().numel() == 1000 and int(big.min()) >= 0 and int(big.max()) < 10**7
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: TopKCompressor(density=0.05),
+        lambda: TopKCompressor(density=0.05, exchange="allgather"),
+        lambda: DEFTCompressor(density=0.05),
+        lambda: CLTKCompressor(density=0.05),
+    ],
+)
+@pytest.mark.parametrize("scratch", [False, True])
+def test_a_sparsifier_keeps_the_residual_without_a_dense_copy(make, scratch):
+    """The residual of a sparsifier that sends its own values (``forget_sent``) is what
+    compensated - decompressed gives, step after step, also when the gradient is the caller's
+    scratch (compensated in place); a gradient that is not, and an fp16 snapshot of the
+    residuals, are never written into."""
+    compressor = make()
+    components = SyncComponents(
+        compressor=compressor,
+        feedback=ResidualFeedback(),
+        collective=SoloCollective(),
+        clock=time.perf_counter,
+    )
+    residual = torch.zeros(300)
+    for step in range(3):
+        grad = torch.randn(300)
+        kept = grad.clone()
+        snapshot = components.feedback.snapshot()
+        before = {name: r.clone() for name, r in snapshot.items()}
+        group = GroupInfo.of_sizes("w", step, [100, 200])
+        payload, ctx = components.compress_with_feedback(grad, group=group, scratch=scratch)
+        compensated = kept + residual
+        residual = compensated - compressor.decompress(payload, ctx)
+        torch.testing.assert_close(components.feedback.state_dict()["w"], residual)
+        assert scratch or torch.equal(grad, kept)
+        assert all(torch.equal(snapshot[name], r) for name, r in before.items())

@@ -72,17 +72,29 @@ class SyncComponents:
             self._comm, self._queued = None, None
             self.compressor.bind(self.collective)
 
-    def compress_with_feedback(self, flat: Tensor, *, group: GroupInfo) -> tuple[Payload, Any]:
+    def compress_with_feedback(
+        self, flat: Tensor, *, group: GroupInfo, scratch: bool = False
+    ) -> tuple[Payload, Any]:
         """Compensate ``flat`` (the gradients of ``group``) with its error-feedback residual,
         compress it, and keep what the compression left out as the new residual. Under a loss
-        scale, ``flat`` is unscaled first, in place."""
+        scale, ``flat`` is unscaled first, in place. ``scratch``: the caller reads no value of
+        ``flat`` afterwards (a copy it made), so it is compensated in place, and may become the
+        residual: no gradient-sized tensor is allocated for either."""
         if self.loss_scale is not None:
             self._remember_state()
             self.loss_scale.unscale_(flat)
-        compensated = self.feedback.compensate(flat, name=group.name)
+        compensated = self.feedback.compensate(flat, name=group.name, in_place=scratch)
         payload, ctx = self.compressor.compress(compensated, group=group)
-        transmitted = self.compressor.decompress(payload, ctx)
-        self.feedback.update(compensated, transmitted, name=group.name)
+        sent = (
+            self.compressor.selected(payload, ctx)
+            if self.compressor.sends_selected_values
+            else None
+        )
+        if sent is None:
+            transmitted = self.compressor.decompress(payload, ctx)
+            self.feedback.update(compensated, transmitted, name=group.name)
+        else:  # no dense decompressed copy: the residual is compensated less the sent indices
+            self.feedback.forget_sent(compensated, sent, name=group.name)
         return payload, ctx
 
     # ---- fp16: every worker steps, or every worker skips ------------------------------------

@@ -143,7 +143,8 @@ class ExchangeEngine(SyncComponents):
             parts=whole_parts(self._params, members),
             model_tensors=len(self._params),
         )
-        payload, ctx = self.compress_with_feedback(flat, group=info)
+        # flat is this step's copy, kept only for its shape (combine's like=).
+        payload, ctx = self.compress_with_feedback(flat, group=info, scratch=True)
         exchange = self._comm.submit(partial(self._exchange, payload), inputs=payload)
         self._launched[group] = _Launched(exchange, ctx, flat)
         end = self._timer.mark()
