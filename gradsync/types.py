@@ -96,6 +96,9 @@ class Compressor(Protocol):
     """Every worker's payload has the shapes of this one's, known from the group alone (a fixed
     k, codes packed from the group's sizes, an agreed index set), so gathering payloads needs
     no exchange of lengths (``Collective.all_gather(same_shape=True)``)."""
+    selects_alone: bool
+    """One worker selects while the others wait for its answer (CLT-k's leader), so on a host
+    the workers share, its selection has the cores to itself (``gradsync simulate``)."""
     sends_selected_values: bool
     """``decompress(compress(g))`` is g itself at ``selected``'s indices and 0 elsewhere (a
     sparsifier sending g's own values), so error feedback keeps g with those indices zeroed and

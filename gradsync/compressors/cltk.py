@@ -15,6 +15,8 @@ from gradsync.compressors.sparse import AgreedIndexCompressor, density_k, index_
 
 
 class CLTKCompressor(AgreedIndexCompressor):
+    selects_alone = True  # the leader's top-k, while the others wait in the broadcast
+
     def __init__(self, *, density: float) -> None:
         super().__init__()
         self.density = density

@@ -43,6 +43,7 @@ class DenseCompressor(Stateless):
     density = 1.0
     payload_same_shape = True  # the gradient's own shape
     sends_selected_values = False
+    selects_alone = False
     wire_dtype: torch.dtype | None = None
     """The type on the wire; None: the gradient's own (no copy)."""
 

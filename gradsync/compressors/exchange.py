@@ -94,6 +94,7 @@ class ExchangedSparsifier(UsesCollective):
 
     lossless = False
     sends_selected_values = True  # union or own selection, the values as they are
+    selects_alone = False
     error_feedback = True
     density: float
     same_count = False

@@ -46,6 +46,7 @@ class PackedQuantizer(UsesCollective):
     payload_same_shape = True
     lossless = False
     sends_selected_values = False
+    selects_alone = False
     density = 1.0
     bits: int
     """Bits per element on the wire."""

@@ -79,6 +79,7 @@ class AgreedIndexCompressor(UsesCollective):
     payload_same_shape = True  # values at the one agreed index set
     lossless = False
     sends_selected_values = True
+    selects_alone = False
     error_feedback = True
     density: float
 

@@ -94,10 +94,10 @@ class Predictor:
 
         method = OmegaConf.to_yaml(cfg.compressor) + str(cfg.feedback)
         key = (_model_key(cfg), method, workers)
+        instance = build(cfg.compressor, path="compressor")
         if key not in self._measured.wires:
             profiled = self._gradient(cfg)
             assert profiled.gradient is not None  # _gradient takes one where the profile has none
-            instance = build(cfg.compressor, path="compressor")
             feedback = build(cfg.feedback, path="feedback", compressor=instance)
             self._measured.wires[key] = measure_wire(
                 compressor,
@@ -107,7 +107,7 @@ class Predictor:
                 profiled.layer_sizes,
                 workers=max(workers, 1),
             )
-        return self._measured.wires[key]
+        return replace(self._measured.wires[key], selects_alone=instance.selects_alone)
 
     def on_this_host(self, cfg: DictConfig, cluster: Cluster) -> Cluster:
         """``cluster`` with the delays of sharing this host's cores, when its workers do."""
@@ -200,7 +200,9 @@ class Predictor:
         job = Job(
             profile=profile,
             cluster=cluster,
-            wire=self.wire(cfg, compressor, cluster.workers).scaled(slower),
+            wire=self.wire(cfg, compressor, cluster.workers).scaled(
+                slower, alone=self.compute_scale
+            ),
             scheduler=cfg.scheduler,
             decisions=self.planning_fit(cfg, scheduler) if decisions is None else decisions,
             logged_plan=logged_plan,

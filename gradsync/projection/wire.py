@@ -95,12 +95,18 @@ class Wire:
     combine_seconds: float = 0.0
     """Turning what every worker sent into the summed gradient (``engine/combine.py``)."""
     workers: int = 1
+    selects_alone: bool = False
+    """The compression is one worker's while the others wait (the compressor's own
+    ``selects_alone``, set where the wire is used, so that earlier measurements have it)."""
 
-    def scaled(self, factor: float) -> Wire:
-        """This exchange on a machine whose compute takes ``factor`` times as long."""
+    def scaled(self, factor: float, *, alone: float | None = None) -> Wire:
+        """This exchange on a machine whose compute takes ``factor`` times as long, or
+        ``alone`` times for a selection one worker makes while the others wait (the workers'
+        sharing of a host's cores is in ``factor``, not in ``alone``)."""
+        compress = alone if self.selects_alone and alone is not None else factor
         return replace(
             self,
-            compress_seconds=self.compress_seconds * factor,
+            compress_seconds=self.compress_seconds * compress,
             combine_seconds=self.combine_seconds * factor,
         )
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from gradsync.compressors.cltk import CLTKCompressor
 from gradsync.compressors.fp16 import FP16Compressor
 from gradsync.compressors.none import NoneCompressor
 from gradsync.compressors.terngrad import TernGradCompressor
@@ -119,6 +120,17 @@ def test_a_slower_machine_scales_every_compute_time_and_no_transfer():
     assert slow.transfer_seconds(cluster, N) == wire.transfer_seconds(cluster, N)
     scaled = PROFILE.scaled(0.5)
     assert scaled.compute == pytest.approx(PROFILE.compute / 2) and scaled.sizes == PROFILE.sizes
+
+
+def test_a_selection_made_while_the_others_wait_is_not_slowed_by_their_sharing_of_the_cores():
+    # CLT-k's leader selects alone; Top-k's workers all select at once, sharing the cores.
+    assert CLTKCompressor.selects_alone and not TopKCompressor.selects_alone
+    shared = Wire("topk", N, (("all_gather", 0.08),), 0.2, 0.01, combine_seconds=0.02)
+    alone = replace(shared, compressor="cltk", selects_alone=True)
+    assert shared.scaled(2.5, alone=1.0).compress_seconds == pytest.approx(0.5)
+    assert alone.scaled(2.5, alone=1.0).compress_seconds == pytest.approx(0.2)
+    assert alone.scaled(2.5, alone=1.0).combine_seconds == pytest.approx(0.05)  # every worker
+    assert alone.scaled(2.5).compress_seconds == pytest.approx(0.5)  # no alone factor given
 
 
 # ---- scheduler models --------------------------------------------------------------------------
