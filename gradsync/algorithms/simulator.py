@@ -98,13 +98,19 @@ class _Recorder:
 
 
 def _steady(
-    starts: Sequence[float], times: BucketTimes, updates: int, recorder: _Recorder
+    starts: Sequence[float],
+    times: BucketTimes,
+    updates: int,
+    recorder: _Recorder,
+    other_work: float = 0.0,
 ) -> Prediction:
     """From the start times of iterations; the first half is left out as warm-up. The timeline
-    is that of the last complete iteration."""
+    is that of the last complete iteration. ``other_work``: seconds per iteration the compute
+    stream is busy besides the passes."""
     half = len(starts) // 2
     iteration = (starts[-1] - starts[half]) / (len(starts) - 1 - half)
-    bubble = max(0.0, 1 - times.compute / iteration) if iteration > 0 else 0.0
+    busy = times.compute + other_work
+    bubble = max(0.0, 1 - busy / iteration) if iteration > 0 else 0.0
     last = len(starts) - 2
     timeline = recorder.window(last, starts[last], starts[-1])
     span = starts[-1] - starts[last]
@@ -298,15 +304,21 @@ def deft(
     mu: float | None = None,
     capacity_scale: float = 1.0,
     planned: BucketTimes | None = None,
+    between: float = 0.0,
+    update: float = 0.0,
 ) -> Prediction:
     """DeFT's two queues with the knapsack windows of the profiled times: sends of the gradient
     in flight start with the forward pass and the backward pass, a new gradient's buckets when
-    they are ready; an iteration that applies an update waits for its last send. With ``mu``, a
+    they are ready; every step waits for the sends it started but the new gradient's (those go
+    on over the next forward pass when it is applied later), as the engine's does. With ``mu``, a
     second link on which a bucket takes ``mu`` times as long carries the knapsacks' slow share.
     A bucket too long for every window goes alone, overrunning the backward pass (split such
     buckets first, as DeFT does). ``planned``: the times the knapsacks are solved from, when
     the job solved them from its own measurements rather than from ``times`` (the same
-    buckets); the iterations are still timed with ``times``."""
+    buckets); the iterations are still timed with ``times``. ``between``: what the compute
+    stream does after every backward pass before the next forward (load a batch, combine), and
+    ``update``: the optimizer's step, on the iterations that apply one; the links go on
+    carrying the sends in flight meanwhile (they are not drawn on the timeline)."""
     solved_from = planned or times
     queues = DeftQueues(
         comm=solved_from.comm,
@@ -320,16 +332,15 @@ def deft(
     starts, compute = [], 0.0
     links = {LINK_1: 0.0, LINK_2: 0.0}  # when each link is next free
     updates = 0
-    in_flight_done = 0.0  # when the last send so far of the gradient in flight completes
+    carried = 0.0  # when the new gradient's sends a step left in flight complete
 
-    def send(bucket: int, earliest: float, slow: bool, gradient: int | None) -> None:
-        nonlocal in_flight_done
+    def send(bucket: int, earliest: float, slow: bool, gradient: int | None) -> float:
         link = LINK_2 if slow else LINK_1
         seconds = times.comm[bucket] * (mu if slow and mu is not None else 1.0)
         begin = max(links[link], earliest)
         links[link] = begin + seconds
         recorder.add(link, begin, links[link], f"C{bucket}", gradient)
-        in_flight_done = max(in_flight_done, links[link])
+        return links[link]
 
     for it in range(iterations + 1):
         start = compute
@@ -338,21 +349,28 @@ def deft(
         gradient = before.iterations[-1] if before is not None else None
         step = queues.step()
         backward_start = _forward(start, times, recorder)
-        for bucket in step.forward_sends:
-            send(bucket, start, bucket in step.slow, gradient)
-        for bucket in step.backward_sends_current:
-            send(bucket, backward_start, bucket in step.slow, gradient)
-        applied_done = in_flight_done
+        # As the engine's step does: it waits for every send it started, and for those an
+        # earlier step left in flight; only the new gradient's sends, when it is applied in a
+        # later step, go on over the next forward pass.
+        waits = [carried]
+        waits += [send(b, start, b in step.slow, gradient) for b in step.forward_sends]
+        waits += [
+            send(b, backward_start, b in step.slow, gradient) for b in step.backward_sends_current
+        ]
         ready = _backward(backward_start, times, recorder)
-        if step.renewed:  # this iteration's gradient is now the one in flight
-            in_flight_done = 0.0
-            for bucket in step.backward_sends_new:
-                send(bucket, ready[bucket], False, it)
-        compute = ready[-1]
-        if step.applied is not None:  # the update needs every bucket of what it applies
+        new = [send(b, ready[b], False, it) for b in step.backward_sends_new]
+        applied_now = step.applied is not None and it in step.applied
+        leaves_new_in_flight = step.renewed and not applied_now
+        carried = max(new, default=0.0) if leaves_new_in_flight else 0.0
+        if not leaves_new_in_flight:
+            waits += new
+        compute = max(ready[-1], *waits)
+        if step.applied is not None:
             updates += 1
-            compute = max(compute, applied_done)
-    return _steady(starts, times, updates, recorder)
+            compute += update
+        compute += between
+    other_work = between + update * updates / iterations
+    return _steady(starts, times, updates, recorder, other_work)
 
 
 def busy_links_key(links: Iterable[str]) -> str:

@@ -61,6 +61,9 @@ class Job:
     """The share of the compute stream during which the host's cores are busy: below 1 when
     the stream is the slowest worker's (a trace-driven prediction) and the others finished
     earlier. Exchanges made after it are priced as on idle cores (``Cluster.idle``)."""
+    between: float = 0.0
+    """Seconds each iteration spends outside its passes, exchanges and update: loading its
+    batch, combining what arrived, waiting for the slowest worker (set by ``predict``)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,9 @@ class Estimate:
     updates_per_iteration: float = 1.0
     simulated: Prediction | None = field(default=None, compare=False)
     """The simulator's prediction (with its timeline), for the bucketed schedules."""
+    includes_between: bool = False
+    """``iteration`` already holds ``Job.between``: a schedule whose links go on carrying
+    sends while the workers load the next batch overlaps it; the others pay it after."""
 
     def samples_per_s(self, batch_size: int, workers: int) -> float:
         return batch_size * workers / self.iteration
@@ -215,7 +221,9 @@ def predict(scheduler: str, job: Job) -> Estimate:
     job = replace(job, scheduler=options)
     if able.overlaps_backward:
         job = replace(job, cluster=job.cluster.overlapped())
-    estimate = spec.estimate(job)
     waits = job.cluster.sync_s if able.lockstep and job.cluster.workers > 1 else 0.0
-    once = job.profile.data + job.wire.combine_seconds + waits
-    return replace(estimate, iteration=estimate.iteration + once)
+    job = replace(job, between=job.profile.data + job.wire.combine_seconds + waits)
+    estimate = spec.estimate(job)
+    if estimate.includes_between:
+        return estimate
+    return replace(estimate, iteration=estimate.iteration + job.between)

@@ -203,7 +203,8 @@ def test_a_later_forward_end_delays_the_exchanges_that_wait_for_it():
     cluster = Cluster(workers=8, bandwidth_bps=1e9)
     forward, backward = sum(PROFILE.forward), sum(PROFILE.backward)
     shifted = PROFILE.with_passes(forward + backward / 2, backward / 2)
-    for scheduler in OVERLAPPED_ALLREDUCES:
+    # DeFT sizes its knapsacks from the passes, so a longer forward changes its plan too.
+    for scheduler in set(OVERLAPPED_ALLREDUCES) - {"deft"}:
         job = _job(DENSE, cluster, **_options(scheduler))
         late = replace(job, profile=shifted)
         assert predict(scheduler, late).iteration >= predict(scheduler, job).iteration - 1e-9
@@ -225,8 +226,11 @@ def test_every_scheduler_has_a_model():
 @pytest.mark.parametrize("scheduler", list(SCHEDULERS))
 def test_every_model_prices_the_toy_job_with_its_options(scheduler):
     cluster = Cluster(workers=8, bandwidth_bps=1e9)
-    seconds = predict(scheduler, _job(DENSE, cluster, **_options(scheduler))).iteration
-    assert math.isfinite(seconds) and seconds >= PROFILE.compute
+    estimate = predict(scheduler, _job(DENSE, cluster, **_options(scheduler)))
+    # Both passes every iteration; the update on those that apply one (DeFT merges some).
+    passes = sum(PROFILE.forward) + sum(PROFILE.backward)
+    least = passes + PROFILE.update * estimate.updates_per_iteration
+    assert math.isfinite(estimate.iteration) and estimate.iteration >= least - 1e-12
 
 
 def test_the_flat_all_reduce_is_compute_then_the_whole_exchange():

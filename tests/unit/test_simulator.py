@@ -83,6 +83,40 @@ def test_deft_trades_update_frequency_for_iteration_time_when_links_are_slow():
     assert delayed.update_frequency < 1.0
 
 
+def test_deft_steps_wait_for_the_sends_they_started_as_the_engine_does():
+    # Planned at 1 s a bucket, the queues settle into three steps that repeat: (a) bucket 0 in
+    # forward, 2 and 3 in backward; (b) 0 in forward, 1 and 2 in backward, no update; (c) 3
+    # in forward, the new gradient's bucket 1 sent once ready and left in flight. Each send
+    # takes 1.5 s. From a start at 0 with the link free: (a) forward ends at 1.2, the link is
+    # busy until 4.5 and backward ends at 3.6: the step waits until 4.5. (b) the same: 4.5.
+    # (c) bucket 3 ends at 1.5, backward at 3.6, the carried bucket 1 (ready at 2.4) ends at
+    # 3.9, so the next (a) starts its sends at 3.9: 0.3 later, and ends at 4.8. Three steps
+    # take 4.8 + 4.5 + 3.6 = 12.9 s. (Not waiting in (b), which applies nothing, gives 12.)
+    planned = BucketTimes(forward=(0.3,) * 4, backward=(0.6,) * 4, comm=(1.0,) * 4)
+    times = BucketTimes(forward=(0.3,) * 4, backward=(0.6,) * 4, comm=(1.5,) * 4)
+    late = deft(times, iterations=60, planned=planned)
+    assert late.update_frequency == pytest.approx(2 / 3)
+    assert late.iteration == pytest.approx(12.9 / 3)
+
+
+def test_deft_sends_go_on_while_the_workers_step_and_load_the_next_batch():
+    # Each step sends bucket 1 of the gradient in flight when forward ends (1 to 9) and the new
+    # gradient's bucket 0 once ready (6), which the next step waits for: the link is the
+    # bound, 16 s an iteration, against 11 of compute. Up to 5 s of stepping and loading
+    # costs nothing; past that it adds up.
+    times = BucketTimes(forward=(0.5, 0.5), backward=(5.0, 5.0), comm=(8.0, 8.0))
+    planned = BucketTimes(forward=(0.5, 0.5), backward=(5.0, 5.0), comm=(5.0, 5.0))
+    assert deft(times, iterations=40, planned=planned).iteration == pytest.approx(16.0)
+    hidden = deft(times, iterations=40, planned=planned, between=3.0, update=1.0)
+    assert hidden.iteration == pytest.approx(16.0)
+    longer = deft(times, iterations=40, planned=planned, between=7.0, update=1.0)
+    assert longer.iteration == pytest.approx(11.0 + 1.0 + 7.0)
+    # Compute-bound with cheap sends: stepping and loading add up, as everywhere.
+    small = deft(BucketTimes(**TWO, comm=(0.1, 0.1)), between=0.5, update=0.25)
+    assert small.iteration == pytest.approx(4.0 + 0.5 + 0.25)
+    assert small.bubble_ratio == pytest.approx(0.0)
+
+
 def _random_times(rng: random.Random, comm_scale: float = 1.0) -> BucketTimes:
     n = rng.randint(1, 7)
     return BucketTimes(

@@ -40,12 +40,19 @@ def iteration(job: Job) -> Estimate:
         times, planned = _deft_buckets(job, mu), None
     # The preserver's retries scale the knapsacks (fewer delayed buckets, more updates).
     scale = float(job.decisions.get("capacity_scale", 1.0))
+    # The communication thread goes on sending while the workers step and load the next batch.
     schedule = functools.partial(
-        deft, iterations=SIMULATED_ITERATIONS, mu=mu, capacity_scale=scale, planned=planned
+        deft,
+        iterations=SIMULATED_ITERATIONS,
+        mu=mu,
+        capacity_scale=scale,
+        planned=planned,
+        between=job.between,
+        update=job.profile.update,
     )
     prediction = simulated(job, schedule, times)
     return Estimate(
-        prediction.iteration + job.profile.update, prediction.update_frequency, prediction
+        prediction.iteration, prediction.update_frequency, prediction, includes_between=True
     )
 
 
