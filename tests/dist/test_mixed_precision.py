@@ -115,14 +115,22 @@ def _skip_run(rank: int, kind: type[ExchangeEngine]) -> dict[str, Any]:
     for step in range(STEPS):
         if step == FAULT_STEP:
             result["before"] = _state(sync, optimizer, model)
+        seen_before = len(sync.compressor.seen)  # an overlapping scheduler compresses in backward
         sync.begin(step=step)
         with precision.autocast():
             loss = local_loss(model, data, step, rank, WORKERS)
         precision.backward(fault.differentiated(loss, step))
+        if step == FAULT_STEP + 1:  # what the compressor should see: gradients + residuals
+            unscaled = sum(p.grad.double().sum() for p in model.parameters() if p.grad is not None)
+            kept = sum(r.double().sum() for r in result["after"]["feedback"].values())
+            result["next_expected"] = float(unscaled) / precision.loss_scale.value() + float(kept)
         sync.step(step=step)
         optimizer.zero_grad(set_to_none=True)
         if step == FAULT_STEP:
             result["after"] = _state(sync, optimizer, model)
+        if step == FAULT_STEP + 1:
+            seen = sync.compressor.seen[seen_before:]
+            result["next_seen"] = float(sum(t.double().sum() for t in seen))
         result["scales"].append(precision.loss_scale.value())
     sync.close()
     result["final"] = [p.detach().clone() for p in model.parameters()]
@@ -234,6 +242,9 @@ def test_an_overflow_on_one_worker_skips_the_step_on_every_worker(worlds, schedu
         # The scale halves at the overflowing step, and only there.
         want = [INITIAL_SCALE] * FAULT_STEP + [INITIAL_SCALE / 2] * (STEPS - FAULT_STEP)
         assert run["scales"] == want
+        # The step after compensates with the residuals the skip gave back (the engine's reused
+        # buffers must not hold them by then).
+        assert run["next_seen"] == pytest.approx(run["next_expected"], rel=1e-5)
         # Training goes on afterwards, with finite parameters.
         moved = [not torch.equal(a, b) for a, b in zip(run["final"], after["params"], strict=True)]
         assert all(moved) and all(torch.isfinite(p).all() for p in run["final"])

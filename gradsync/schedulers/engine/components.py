@@ -118,20 +118,23 @@ class SyncComponents:
         job = self._comm.submit(lambda: self.collective.all_reduce(flag, op="max"), inputs=flag)
         return lambda: job.wait()[0]
 
-    def apply_update(self, optimizer: Optimizer, overflow: Tensor | None) -> None:
-        """Step ``optimizer`` with the written-back gradients. Under a loss scale, through
-        GradScaler: when any worker overflowed (``overflow``, from ``agree_on_overflow``), every
-        worker skips, and residuals and compressor state are as before the step."""
+    def apply_update(self, optimizer: Optimizer, overflow: Tensor | None) -> bool:
+        """Step ``optimizer`` with the written-back gradients; whether it stepped. Under a loss
+        scale, through GradScaler: when any worker overflowed (``overflow``, from
+        ``agree_on_overflow``), every worker skips, and residuals and compressor state are as
+        before the step."""
         if overflow is None:  # no loss scale
             optimizer.step()
-            return
+            return True
         assert self.loss_scale is not None
-        if not self.loss_scale.step(optimizer, overflow) and self._before_step is not None:
+        stepped = self.loss_scale.step(optimizer, overflow)
+        if not stepped and self._before_step is not None:
             feedback, compressor = self._before_step
             self.feedback.restore(feedback)
             self.compressor.load_state_dict(compressor)
             mark_stepped(optimizer)  # the LR schedule moves on, as it does under DDP's AMP
         self._before_step = None
+        return stepped
 
     # ---- checkpoints: what every scheduler saves with its own state --------------------------
     def components_state(self) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from gradsync.algorithms.merge_plans import Plan, check_plan, groups_of
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
 from gradsync.schedulers.engine.components import SyncComponents, gradient_of
+from gradsync.schedulers.engine.group_buffers import GroupBuffers
 from gradsync.schedulers.engine.group_info import whole_parts
 from gradsync.schedulers.engine.loss_scale import LossScale
 from gradsync.schedulers.engine.queued_collective import AGREE
@@ -68,6 +69,7 @@ class ExchangeEngine(SyncComponents):
         self._groups: list[range] = []
         self._group_of: list[int] = []
         self._launched: dict[int, _Launched] = {}
+        self._buffers = GroupBuffers()
         self._step, self._epoch = 0, 0
         self.profiling = False
         """Time every compression and all-gather with ``clock`` (for a plan)."""
@@ -107,6 +109,7 @@ class ExchangeEngine(SyncComponents):
         self._groups = groups_of(plan)
         self._group_of = [g for g, group in enumerate(self._groups) for _ in group]
         self._launched = {}
+        self._buffers.clear()
 
     def _regroup_residuals(self, plan: Plan) -> None:
         state = self.feedback.state_dict()
@@ -135,7 +138,12 @@ class ExchangeEngine(SyncComponents):
         start = self._timer.mark()
         profiled = self.clock() if self.profiling else 0.0
         members = model_order(self._groups[group])
-        flat = torch.cat([gradient_of(self._params[i]) for i in members])
+        like = self._params[members[0]]
+        numel = sum(self._params[i].numel() for i in members)
+        flat = torch.cat(
+            [gradient_of(self._params[i]) for i in members],
+            out=self._buffers.flat(group, numel, like),
+        )
         info = GroupInfo(
             name=self.group_name(group),
             step=self._step,
@@ -181,7 +189,7 @@ class ExchangeEngine(SyncComponents):
         overflow = agreement()
         communicated = self._timer.mark()
         numel, selected = self._write_back(received)
-        self.apply_update(self._optimizer, overflow)
+        self._buffers.settle(stepped=self.apply_update(self._optimizer, overflow))
         self._timer.add("comm", waited, communicated)
         self._timer.add("update", communicated, self._timer.mark())
         self._launched = {}
@@ -207,8 +215,13 @@ class ExchangeEngine(SyncComponents):
         selected_count: int | Tensor = 0
         for group, members in enumerate(self._groups):
             launched = self._launched[group]
+            like = launched.flat
             summed, selected = combine(
-                self.compressor, received[group], launched.ctx, like=launched.flat
+                self.compressor,
+                received[group],
+                launched.ctx,
+                like=launched.flat,
+                out=None if self.compressor.allreducible else self._buffers.summed(group, like),
             )
             summed.div_(n)
             offset = 0

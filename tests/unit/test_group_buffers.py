@@ -1,0 +1,62 @@
+"""The engine's reused gradient-sized buffers: two that take turns per group, kept across steps
+on a CPU worker; a skipped step's turn is taken back."""
+
+from __future__ import annotations
+
+import torch
+
+from gradsync.compressors.topk import TopKCompressor
+from gradsync.schedulers.engine.combine import combine
+from gradsync.schedulers.engine.group_buffers import GroupBuffers
+from gradsync.types import GroupInfo
+
+
+def _pointers(buffers: GroupBuffers, steps: int, *, stepped: bool = True) -> list[int]:
+    like = torch.zeros(3)
+    seen = []
+    for _ in range(steps):
+        flat = buffers.flat(0, 10, like)
+        assert flat is not None and flat.numel() == 10
+        seen.append(flat.data_ptr())
+        buffers.settle(stepped=stepped)
+    return seen
+
+
+def test_two_buffers_take_turns_and_are_kept_across_steps():
+    a, b, c, d = _pointers(GroupBuffers(), 4)
+    assert a != b and (a, b) == (c, d)
+
+
+def test_a_skipped_step_gives_its_turn_back():
+    buffers = GroupBuffers()
+    (first,) = _pointers(buffers, 1)
+    skipped, again = _pointers(buffers, 2, stepped=False)
+    # The feedback keeps the first step's buffer as its residual through the skip.
+    assert skipped == again != first
+
+
+def test_groups_keep_buffers_of_their_own_and_new_sizes_get_new_ones():
+    buffers = GroupBuffers()
+    like = torch.zeros(1)
+    zero, one = buffers.flat(0, 10, like), buffers.flat(1, 10, like)
+    assert zero is not None and one is not None and zero.data_ptr() != one.data_ptr()
+    buffers.settle(stepped=True)
+    resized = buffers.flat(0, 12, like)
+    assert resized is not None and resized.numel() == 12
+    buffers.clear()
+    assert _pointers(buffers, 1)[0] not in {zero.data_ptr(), one.data_ptr()}
+
+
+def test_gathered_payloads_are_summed_into_the_kept_tensor_whatever_it_held():
+    compressor = TopKCompressor(density=0.5, exchange="allgather")
+    info = GroupInfo(name="g", step=0, epoch=0)
+    grads = [torch.tensor([4.0, -1.0, 0.5, -3.0]), torch.tensor([0.1, 2.0, -5.0, 0.2])]
+    sent = [compressor.compress(g, group=info) for g in grads]
+    ctx = sent[0][1]
+    fresh, _ = combine(compressor, [p for p, _ in sent], ctx, like=grads[0])
+    kept = GroupBuffers().summed(0, grads[0])
+    assert kept is not None
+    kept.fill_(7.0)  # last step's sum, still there
+    reused, _ = combine(compressor, [p for p, _ in sent], ctx, like=grads[0], out=kept)
+    assert reused.data_ptr() == kept.data_ptr()
+    assert torch.equal(reused, fresh)
