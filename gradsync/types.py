@@ -115,7 +115,11 @@ class Compressor(Protocol):
         stays on this worker."""
         ...
 
-    def decompress(self, payload: Payload, ctx: Any) -> Tensor: ...
+    def decompress(self, payload: Payload, ctx: Any, out: Tensor | None = None) -> Tensor:
+        """The gradient ``payload`` stands for (a sum of payloads, when they add up).
+        ``out``: a tensor of the gradient's shape the result may be written into, its values
+        overwritten, to spare allocating one; the result is returned either way."""
+        ...
 
     def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
         """Indices whose values this payload carries; None when it carries every element."""

@@ -62,11 +62,12 @@ class DenseCompressor(Stateless):
             narrow.div_(workers)
         return (narrow,), DenseCtx(grad.dtype, workers)
 
-    def decompress(self, payload: Payload, ctx: DenseCtx) -> Tensor:
+    def decompress(self, payload: Payload, ctx: DenseCtx, out: Tensor | None = None) -> Tensor:
         if ctx.divided_by == 1:
-            return payload[0].to(ctx.dtype)
+            return payload[0].to(ctx.dtype)  # the payload itself when it is already wide
         # A copy: the payload may still be on its way (a worker decompresses its own first).
-        return payload[0].to(ctx.dtype, copy=True).mul_(ctx.divided_by)
+        wide = payload[0].to(ctx.dtype, copy=True) if out is None else out.copy_(payload[0])
+        return wide.mul_(ctx.divided_by)
 
     def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
         return None

@@ -52,8 +52,8 @@ class UnionExchange:
         union = union_of_indices(indices, flat.numel(), collective, same_count=same_count)
         return values_at(flat, union, shape)
 
-    def unpack(self, payload: Payload, ctx: SparseCtx) -> Tensor:
-        return unpack_values(payload, ctx)
+    def unpack(self, payload: Payload, ctx: SparseCtx, out: Tensor | None = None) -> Tensor:
+        return unpack_values(payload, ctx, out)
 
     def selected(self, payload: Payload, ctx: SparseCtx) -> Tensor:
         return ctx.indices
@@ -73,9 +73,9 @@ class AllgatherExchange:
     ) -> tuple[Payload, Any]:
         return (flat[indices], indices.to(index_dtype(flat.numel()))), shape
 
-    def unpack(self, payload: Payload, ctx: torch.Size) -> Tensor:
+    def unpack(self, payload: Payload, ctx: torch.Size, out: Tensor | None = None) -> Tensor:
         values, indices = payload
-        return scatter(values, indices, ctx)
+        return scatter(values, indices, ctx, out)
 
     def selected(self, payload: Payload, ctx: torch.Size) -> Tensor:
         return payload[1].long()
@@ -118,8 +118,8 @@ class ExchangedSparsifier(UsesCollective):
             flat, indices, grad.shape, self.collective, same_count=self.same_count
         )
 
-    def decompress(self, payload: Payload, ctx: Any) -> Tensor:
-        return self.exchange.unpack(payload, ctx)
+    def decompress(self, payload: Payload, ctx: Any, out: Tensor | None = None) -> Tensor:
+        return self.exchange.unpack(payload, ctx, out)
 
     def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
         return self.exchange.selected(payload, ctx)

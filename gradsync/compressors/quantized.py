@@ -130,18 +130,22 @@ class PackedQuantizer(UsesCollective):
         )
         return list(torch.split(buffer[:numel].uniform_(generator=generator), sizes))
 
-    def decompress(self, payload: Payload, ctx: QuantCtx) -> Tensor:
+    def decompress(self, payload: Payload, ctx: QuantCtx, out: Tensor | None = None) -> Tensor:
         packed, tail = payload[0], payload[-1]
         scales = ctx.agreed_scales if ctx.agreed_scales is not None else payload[1]
         head_sizes = ctx.sizes[: ctx.quantized]
         head = sum(head_sizes)
-        out = torch.empty(head + tail.numel(), dtype=ctx.dtype, device=packed.device)
+        flat = (
+            out.view(-1)
+            if out is not None
+            else torch.empty(head + tail.numel(), dtype=ctx.dtype, device=packed.device)
+        )
         codes = unpack(packed, self.bits, head)
-        out[:head].copy_(codes).sub_(self.code_offset)  # a mixed-type sub(out=) is ~10x slower
-        for part_out, scale in zip(torch.split(out[:head], head_sizes), scales, strict=True):
+        flat[:head].copy_(codes).sub_(self.code_offset)  # a mixed-type sub(out=) is ~10x slower
+        for part_out, scale in zip(torch.split(flat[:head], head_sizes), scales, strict=True):
             part_out.mul_(scale * self.code_unit)
-        out[head:] = tail
-        return out.view(ctx.shape)
+        flat[head:] = tail
+        return flat.view(ctx.shape)
 
     def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
         return None  # every element's value is communicated, if only in a few bits

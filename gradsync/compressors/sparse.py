@@ -38,9 +38,12 @@ def density_k(density: float, numel: int) -> int:
     return max(1, int(density * numel))
 
 
-def scatter(values: Tensor, indices: Tensor, shape: torch.Size) -> Tensor:
-    """A dense tensor of ``shape``, zero except ``values`` at the flat ``indices``."""
-    dense = values.new_zeros(shape.numel())
+def scatter(
+    values: Tensor, indices: Tensor, shape: torch.Size, out: Tensor | None = None
+) -> Tensor:
+    """A dense tensor of ``shape``, zero except ``values`` at the flat ``indices``: ``out``
+    overwritten, when given."""
+    dense = out.view(-1).zero_() if out is not None else values.new_zeros(shape.numel())
     dense[indices.long()] = values
     return dense.view(shape)
 
@@ -57,8 +60,8 @@ def values_at(flat: Tensor, indices: Tensor, shape: torch.Size) -> tuple[Payload
     return (flat[indices],), SparseCtx(indices=indices, shape=shape)
 
 
-def unpack_values(payload: Payload, ctx: SparseCtx) -> Tensor:
-    return scatter(payload[0], ctx.indices, ctx.shape)
+def unpack_values(payload: Payload, ctx: SparseCtx, out: Tensor | None = None) -> Tensor:
+    return scatter(payload[0], ctx.indices, ctx.shape, out)
 
 
 class UsesCollective(Stateless):
@@ -93,8 +96,8 @@ class AgreedIndexCompressor(UsesCollective):
         indices = self.agree(flat, name=group.name, step=group.step, sizes=sizes)
         return values_at(flat, indices, grad.shape)
 
-    def decompress(self, payload: Payload, ctx: SparseCtx) -> Tensor:
-        return unpack_values(payload, ctx)
+    def decompress(self, payload: Payload, ctx: SparseCtx, out: Tensor | None = None) -> Tensor:
+        return unpack_values(payload, ctx, out)
 
     def selected(self, payload: Payload, ctx: SparseCtx) -> Tensor | None:
         return ctx.indices

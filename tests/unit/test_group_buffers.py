@@ -1,11 +1,17 @@
 """The engine's reused gradient-sized buffers: two that take turns per group, kept across steps
-on a CPU worker; a skipped step's turn is taken back."""
+on a CPU worker; a skipped step's turn is taken back; every compressor decompresses into a
+given tensor as into a new one."""
 
 from __future__ import annotations
 
+import pytest
 import torch
+from hydra import compose, initialize_config_module
 
 from gradsync.compressors.topk import TopKCompressor
+from gradsync.config.compose import CONFIG_MODULE
+from gradsync.config.discovery import group_options
+from gradsync.config.instantiate import build
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.group_buffers import GroupBuffers
 from gradsync.types import GroupInfo
@@ -60,3 +66,17 @@ def test_gathered_payloads_are_summed_into_the_kept_tensor_whatever_it_held():
     reused, _ = combine(compressor, [p for p, _ in sent], ctx, like=grads[0], out=kept)
     assert reused.data_ptr() == kept.data_ptr()
     assert torch.equal(reused, fresh)
+
+
+@pytest.mark.parametrize("name", group_options()["compressor"])
+def test_every_compressor_decompresses_into_a_given_tensor_as_into_a_new_one(name):
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        cfg = compose("train", overrides=[f"compressor={name}"])
+    compressor = build(cfg.compressor, path="compressor")
+    sizes = [40, 7, 113]
+    grad = torch.randn(sum(sizes), generator=torch.Generator().manual_seed(0))
+    payload, ctx = compressor.compress(grad.clone(), group=GroupInfo.of_sizes("g", 0, sizes))
+    fresh = compressor.decompress(payload, ctx)
+    given = torch.full_like(grad, 7.0)  # whatever the buffer held before
+    into = compressor.decompress(payload, ctx, out=given)
+    assert torch.equal(into, fresh)

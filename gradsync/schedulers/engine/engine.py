@@ -220,8 +220,11 @@ class ExchangeEngine(SyncComponents):
                 self.compressor,
                 received[group],
                 launched.ctx,
-                like=launched.flat,
-                out=None if self.compressor.allreducible else self._buffers.summed(group, like),
+                like=like,
+                out=self._buffers.summed(group, like),
+                scratch=None
+                if self.compressor.allreducible
+                else self._buffers.scratch(group, like),
             )
             summed.div_(n)
             offset = 0

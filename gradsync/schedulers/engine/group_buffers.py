@@ -18,11 +18,13 @@ class GroupBuffers:
         self._flats: dict[int, tuple[Tensor, Tensor]] = {}
         self._turns: dict[int, int] = {}
         self._sums: dict[int, Tensor] = {}
+        self._scratches: dict[int, Tensor] = {}
         self._turned: set[int] = set()  # groups that took their other buffer this step
 
     def clear(self) -> None:
         """Forget every buffer (the groups changed)."""
-        self._flats, self._turns, self._sums, self._turned = {}, {}, {}, set()
+        self._flats, self._turns, self._turned = {}, {}, set()
+        self._sums, self._scratches = {}, {}
 
     def settle(self, *, stepped: bool) -> None:
         """The step is over. A skipped one (fp16 overflow) gave the feedback back the residuals
@@ -47,12 +49,20 @@ class GroupBuffers:
         return pair[turn]
 
     def summed(self, group: int, like: Tensor) -> Tensor | None:
-        """Where to sum ``group``'s gathered payloads; None: into a new tensor. The gradients
-        written back are views of it, dropped before the next step sums again (the loop sets
-        them to None after every step)."""
+        """Where to sum (or decompress) ``group``'s exchanged payloads; None: into a new
+        tensor. The gradients written back are views of it, dropped before the next step sums
+        again (the loop sets them to None after every step)."""
+        return self._kept(self._sums, group, like)
+
+    def scratch(self, group: int, like: Tensor) -> Tensor | None:
+        """Where to decompress each gathered payload of ``group`` before adding it up."""
+        return self._kept(self._scratches, group, like)
+
+    @staticmethod
+    def _kept(store: dict[int, Tensor], group: int, like: Tensor) -> Tensor | None:
         if like.device.type != "cpu":
             return None
-        kept = self._sums.get(group)
+        kept = store.get(group)
         if kept is None or kept.shape != like.shape or kept.dtype != like.dtype:
-            kept = self._sums[group] = torch.empty_like(like)
+            kept = store[group] = torch.empty_like(like)
         return kept
