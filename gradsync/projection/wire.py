@@ -148,6 +148,7 @@ def measure_wire(
     times each (more for a fast compressor) for a median time."""
     from gradsync.schedulers.engine.combine import combine
     from gradsync.schedulers.engine.components import SyncComponents
+    from gradsync.schedulers.engine.group_buffers import GroupBuffers
     from gradsync.schedulers.engine.profiling import samples_within
 
     collective = RecordingCollective(workers, gradient.numel())
@@ -155,6 +156,7 @@ def measure_wire(
         compressor=compressor, feedback=feedback, collective=collective, clock=time.perf_counter
     )
     fresh = feedback.state_dict()
+    buffers = GroupBuffers()  # kept from step to step, as the engine keeps them
     sweep = torch.zeros(CACHE_SWEEP_BYTES // 4)
     compress: list[float] = []
     combining: list[float] = []
@@ -168,9 +170,12 @@ def measure_wire(
         start = time.perf_counter()
         # Step 0 every time: rank 0 is then the one that decides (CLT-k's leader, DEFT's
         # planner), so what it broadcasts is real.
-        # A copy, as the engine's flattened gradient is, compensated in place as that one is.
+        # A copy, as the engine's flattened gradient is (into the buffer it reuses),
+        # compensated in place as that one is.
+        kept = buffers.flat(0, gradient.numel(), gradient)
+        flat = gradient.clone() if kept is None else kept.copy_(gradient)
         payload, ctx = components.compress_with_feedback(
-            gradient.clone(), group=GroupInfo.of_sizes("gradient", 0, layer_sizes), scratch=True
+            flat, group=GroupInfo.of_sizes("gradient", 0, layer_sizes), scratch=True
         )
         compressed = time.perf_counter()
         # What the compressor said while compressing (index sets, scalers), then its payload,
@@ -180,7 +185,14 @@ def measure_wire(
         else:
             received = collective.all_gather(payload, same_shape=compressor.payload_same_shape)
         exchanged = time.perf_counter()
-        combine(compressor, received, ctx, like=gradient)
+        combine(
+            compressor,
+            received,
+            ctx,
+            like=gradient,
+            **buffers.for_combine(0, gradient, gathered=not compressor.allreducible),
+        )
+        buffers.settle(stepped=True)
         compress.append(compressed - start)
         combining.append(time.perf_counter() - exchanged)
         if len(compress) == 2:  # a fast compressor is timed more often, within MEASURE_S

@@ -221,10 +221,7 @@ class ExchangeEngine(SyncComponents):
                 received[group],
                 launched.ctx,
                 like=like,
-                out=self._buffers.summed(group, like),
-                scratch=None
-                if self.compressor.allreducible
-                else self._buffers.scratch(group, like),
+                **self._buffers.for_combine(group, like, gathered=not self.compressor.allreducible),
             )
             summed.div_(n)
             offset = 0

@@ -58,6 +58,12 @@ class GroupBuffers:
         """Where to decompress each gathered payload of ``group`` before adding it up."""
         return self._kept(self._scratches, group, like)
 
+    def for_combine(self, group: int, like: Tensor, *, gathered: bool) -> dict[str, Tensor | None]:
+        """``combine``'s ``out`` and ``scratch`` for ``group`` (a scratch only when the
+        payloads were gathered, one per worker)."""
+        scratch = self.scratch(group, like) if gathered else None
+        return {"out": self.summed(group, like), "scratch": scratch}
+
     @staticmethod
     def _kept(store: dict[int, Tensor], group: int, like: Tensor) -> Tensor | None:
         if like.device.type != "cpu":
