@@ -106,6 +106,15 @@ def final_accuracy(run: Run) -> float:
     return accuracies[-1] * 100 if accuracies else float("nan")
 
 
+LATE_EVALUATIONS = 5  # a small test set moves a point or more from one epoch to the next
+
+
+def late_accuracy(run: Run) -> float:
+    """Mean accuracy (%) of the last LATE_EVALUATIONS evaluations."""
+    accuracies = run.values("eval/accuracy")[-LATE_EVALUATIONS:]
+    return statistics.mean(accuracies) * 100 if accuracies else float("nan")
+
+
 def by_label(runs: Sequence[Run]) -> dict[str, Run]:
     return {label(run): run for run in runs}
 
@@ -457,8 +466,9 @@ def _osp_balanced_table(runs: list[Run], skip: int) -> str:
         "",
         "| scheme | iteration (ms) | samples/s | speed-up vs BSP | iteration after step "
         f"{split} (ms) | speed-up there | final accuracy (%), mean | per seed "
+        f"| last {LATE_EVALUATIONS} evaluations' accuracy (%), mean "
         "| unimportant fraction (mean) | compute, slowest worker (ms) | exchange (ms) |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for name in OSP_ORDER:
         chosen = sorted(by_scheme.get(name, []), key=lambda r: int(r.setting("trainer.seed")))
@@ -472,6 +482,7 @@ def _osp_balanced_table(runs: list[Run], skip: int) -> str:
             f"| {reference / seconds:.2f}x | {late * 1e3:.1f} | {reference_late / late:.2f}x "
             f"| {statistics.mean(accuracies):.2f} "
             f"| {' / '.join(f'{a:.2f}' for a in accuracies)} "
+            f"| {_mean_over(chosen, late_accuracy):.2f} "
             f"| {_mean_over(chosen, lambda r: mean_of(r, 'sched/unimportant_fraction')):.3f} "
             f"| {_mean_over(chosen, lambda r: steady_mean(r, SLOWEST_COMPUTE, skip)) * 1e3:.1f} "
             f"| {_mean_over(chosen, lambda r: steady_mean(r, 'time/comm', skip)) * 1e3:.1f} |"
