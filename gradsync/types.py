@@ -99,6 +99,9 @@ class Compressor(Protocol):
     selects_alone: bool
     """One worker selects while the others wait for its answer (CLT-k's leader), so on a host
     the workers share, its selection has the cores to itself (``gradsync simulate``)."""
+    steady_step: int
+    """The first step from which it compresses as configured (PowerSGD sends its first
+    ``start_step`` steps dense); ``gradsync simulate`` measures it there."""
     sends_selected_values: bool
     """``decompress(compress(g))`` is g itself at ``selected``'s indices and 0 elsewhere (a
     sparsifier sending g's own values), so error feedback keeps g with those indices zeroed and
@@ -133,7 +136,21 @@ class Compressor(Protocol):
 
 
 @runtime_checkable
+class OwnMemory(Protocol):
+    """A compressor that keeps its own error memory (PowerSGD's needs what the exchange
+    returned, which the shared ``ErrorFeedback`` never sees): ``feedback=residual`` would add a
+    second one, and the logged error norm is this memory's."""
+
+    def memory_norm(self) -> Tensor:
+        """L2 norm of the memory on this worker, a 0-d tensor (read when metrics are logged)."""
+        ...
+
+
+@runtime_checkable
 class ErrorFeedback(Protocol):
+    remembers: bool
+    """It keeps what the compressor left out (``update``/``forget_sent`` do something)."""
+
     def compensate(self, grad: Tensor, *, name: str, in_place: bool = False) -> Tensor:
         """``grad`` plus what earlier steps left out; ``in_place``: ``grad`` is the caller's
         scratch, written into rather than copied."""

@@ -42,6 +42,7 @@ class DenseCompressor(Stateless):
     error_feedback = False
     density = 1.0
     payload_same_shape = True  # the gradient's own shape
+    steady_step = 0
     sends_selected_values = False
     selects_alone = False
     wire_dtype: torch.dtype | None = None

@@ -93,6 +93,7 @@ class ExchangedSparsifier(UsesCollective):
     """Base of sparsifiers that select locally (top-k, threshold) and exchange as configured."""
 
     lossless = False
+    steady_step = 0
     sends_selected_values = True  # union or own selection, the values as they are
     selects_alone = False
     error_feedback = True

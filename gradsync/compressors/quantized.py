@@ -45,6 +45,7 @@ class PackedQuantizer(UsesCollective):
     # every worker shares.
     payload_same_shape = True
     lossless = False
+    steady_step = 0
     sends_selected_values = False
     selects_alone = False
     density = 1.0

@@ -81,6 +81,7 @@ class AgreedIndexCompressor(UsesCollective):
     allreducible = True
     payload_same_shape = True  # values at the one agreed index set
     lossless = False
+    steady_step = 0
     sends_selected_values = True
     selects_alone = False
     error_feedback = True

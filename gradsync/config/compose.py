@@ -34,6 +34,7 @@ from gradsync.schedulers.registry import (
     allreducible_problem,
     spec_of,
 )
+from gradsync.types import OwnMemory
 
 
 class ConfigError(ValueError):
@@ -194,6 +195,7 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
     assert isinstance(typed, TrainConfig)
     _check_model_fits_dataset(typed)
     _check_scheduler_fits_compressor(cfg, typed)
+    _check_own_memory(cfg, typed)
     _check_scheduler_capabilities(cfg, typed)
     if not machine:
         return
@@ -305,6 +307,31 @@ def _check_scheduler_fits_compressor(cfg: DictConfig, typed: TrainConfig) -> Non
     problem = allreducible_problem(spec.name, _compressor_name(cfg), compressor)
     if problem is not None:
         raise ConfigError(problem)
+
+
+def _check_own_memory(cfg: DictConfig, typed: TrainConfig) -> None:
+    """A compressor with an error memory of its own (``OwnMemory``) takes no second one from
+    ``feedback=residual``, and needs the exchange's result back on the worker, which a
+    parameter server keeps (it decompresses the pushes itself)."""
+    residual = str(cfg.feedback._target_).split(".")[-2] == "residual"
+    servers = spec_of(typed.scheduler).capabilities.parameter_server
+    if not (residual or servers):
+        return
+    from gradsync.config.instantiate import build
+
+    if not isinstance(build(cfg.compressor, path="compressor"), OwnMemory):
+        return
+    name = _compressor_name(cfg)
+    if residual:
+        raise ConfigError(
+            f"compressor={name} keeps its own error feedback, so feedback=residual would add a "
+            "second one: use feedback=auto (or none)"
+        )
+    raise ConfigError(
+        f"compressor={name} needs what the workers exchanged back on each worker (its own error "
+        f"feedback), but scheduler={spec_of(typed.scheduler).name} sums on its servers: use an "
+        "all-reducing scheduler (allreduce, wfbp, deft, ...)"
+    )
 
 
 def _check_device(cfg: TrainConfig) -> None:

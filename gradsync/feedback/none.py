@@ -15,6 +15,8 @@ def for_compressor(compressor: Compressor) -> ErrorFeedback:
 
 
 class NoneFeedback:
+    remembers = False
+
     def compensate(self, grad: Tensor, *, name: str, in_place: bool = False) -> Tensor:
         return grad
 

@@ -31,6 +31,8 @@ def _sum_of_squares(tensor: Tensor) -> Tensor:
 
 
 class ResidualFeedback:
+    remembers = True
+
     def __init__(self) -> None:
         self._residuals: dict[str, Tensor] = {}
         self._made: dict[str, Tensor] = {}

@@ -75,7 +75,7 @@ class Predictor:
         profiled = self.profiled(cfg)
         if profiled.gradient is None:
             fresh = profile_job(cfg, warmup_steps=self.warmup_steps)
-            profiled = replace(profiled, gradient=fresh.gradient)
+            profiled = replace(profiled, gradient=fresh.gradient, layer_shapes=fresh.layer_shapes)
             self._measured.profiles[_model_key(cfg)] = profiled
         return profiled
 
@@ -104,7 +104,7 @@ class Predictor:
                 instance,
                 feedback,
                 profiled.gradient,
-                profiled.layer_sizes,
+                profiled.layer_shapes,
                 workers=max(workers, 1),
             )
         return replace(self._measured.wires[key], selects_alone=instance.selects_alone)

@@ -44,7 +44,12 @@ def write(path: Path, measurements: Measurements) -> None:
     document = {
         "format": FORMAT,
         "profiles": [
-            {"key": key, "profile": asdict(job.profile), "layer_sizes": list(job.layer_sizes)}
+            {
+                "key": key,
+                "profile": asdict(job.profile),
+                "layer_sizes": list(job.layer_sizes),
+                "layer_shapes": [list(shape) for shape in job.layer_shapes],
+            }
             for key, job in measurements.profiles.items()
         ],
         "wires": [{"key": list(k), "wire": asdict(w)} for k, w in measurements.wires.items()],
@@ -68,7 +73,7 @@ def read(path: Path) -> Measurements:
                 entry["key"]: ProfiledJob(
                     profile=_profile(entry["profile"]),
                     gradient=None,
-                    layer_sizes=tuple(entry["layer_sizes"]),
+                    layer_shapes=_shapes(entry),
                 )
                 for entry in document["profiles"]
             },
@@ -92,3 +97,10 @@ def _wire(fields: dict[str, Any], version: int) -> Wire:
             calls.append((LENGTHS, 0.0))
         calls.append((kind, rate))
     return Wire(**{**fields, "calls": tuple(calls)})
+
+
+def _shapes(entry: dict[str, Any]) -> tuple[tuple[int, ...], ...]:
+    """The tensors' shapes; a file written before shapes were kept has each one's size."""
+    if "layer_shapes" in entry:
+        return tuple(tuple(shape) for shape in entry["layer_shapes"])
+    return tuple((size,) for size in entry["layer_sizes"])

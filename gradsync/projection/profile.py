@@ -11,6 +11,7 @@ compute, whose workers leave the cores free while they wait on the network.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -94,8 +95,13 @@ class ProfiledJob:
     gradient: Tensor | None
     """The flat gradient of one step, in model order (as compressors see it); None when the
     profile was read back from a file (``measured.py``)."""
-    layer_sizes: tuple[int, ...]
-    """Its tensors' sizes, in model order."""
+    layer_shapes: tuple[tuple[int, ...], ...]
+    """Its tensors' shapes, in model order (each one's size alone, as a 1-d shape, when read
+    back from a file written before shapes were kept)."""
+
+    @property
+    def layer_sizes(self) -> tuple[int, ...]:
+        return tuple(math.prod(shape) for shape in self.layer_shapes)
 
 
 def training_step(cfg: DictConfig) -> tuple[nn.Module, Callable[[], Tensor], list[Tensor]]:
@@ -291,4 +297,5 @@ def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
         batch_size=int(cfg.trainer.batch_size),
         element_bytes=params[0].element_size() if params else 4,
     )
-    return ProfiledJob(profile=profile, gradient=gradient, layer_sizes=tuple(sizes))
+    shapes = tuple(tuple(p.shape) for p in params)
+    return ProfiledJob(profile=profile, gradient=gradient, layer_shapes=shapes)

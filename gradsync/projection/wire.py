@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from gradsync.comm.solo import SoloCollective
-from gradsync.types import GroupInfo
+from gradsync.types import GroupInfo, TensorPart
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -138,12 +138,12 @@ def measure_wire(
     compressor: Compressor,
     feedback: ErrorFeedback,
     gradient: Tensor,
-    layer_sizes: Sequence[int],
+    layer_shapes: Sequence[tuple[int, ...]],
     *,
     workers: int = 2,
 ) -> Wire:
     """Run ``compressor`` with its error feedback on ``gradient`` (one flat group of
-    ``layer_sizes`` tensors), as the schedulers do (``SyncComponents.compress_with_feedback``),
+    ``layer_shapes`` tensors), as the schedulers do (``SyncComponents.compress_with_feedback``),
     recording its collectives among ``workers``, then combine what they all sent; REPEATS
     times each (more for a fast compressor) for a median time."""
     from gradsync.schedulers.engine.combine import combine
@@ -157,6 +157,11 @@ def measure_wire(
     )
     fresh = feedback.state_dict()
     buffers = GroupBuffers()  # kept from step to step, as the engine keeps them
+    # Where the compressor runs as configured (after PowerSGD's dense steps); at step 0 for
+    # the others, so that rank 0 decides (CLT-k's leader, DEFT's planner) and what it
+    # broadcasts is real.
+    parts = tuple(TensorPart(index, tuple(shape)) for index, shape in enumerate(layer_shapes))
+    group = GroupInfo("gradient", compressor.steady_step, parts=parts, model_tensors=len(parts))
     sweep = torch.zeros(CACHE_SWEEP_BYTES // 4)
     compress: list[float] = []
     combining: list[float] = []
@@ -168,15 +173,11 @@ def measure_wire(
         feedback.load_state_dict(fresh)
         sweep.add_(1.0)
         start = time.perf_counter()
-        # Step 0 every time: rank 0 is then the one that decides (CLT-k's leader, DEFT's
-        # planner), so what it broadcasts is real.
         # A copy, as the engine's flattened gradient is (into the buffer it reuses),
         # compensated in place as that one is.
         kept = buffers.flat(0, gradient.numel(), gradient)
         flat = gradient.clone() if kept is None else kept.copy_(gradient)
-        payload, ctx = components.compress_with_feedback(
-            flat, group=GroupInfo.of_sizes("gradient", 0, layer_sizes), scratch=True
-        )
+        payload, ctx = components.compress_with_feedback(flat, group=group, scratch=True)
         compressed = time.perf_counter()
         # What the compressor said while compressing (index sets, scalers), then its payload,
         # which the scheduler sums on the wire or gathers (``schedulers/engine/``).

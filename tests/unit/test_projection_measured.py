@@ -30,7 +30,9 @@ DELAYS = SharedHostDelays(
 
 def test_measurements_are_read_back_as_written_without_the_gradient(tmp_path):
     saved = Measurements(
-        profiles={"model: net\n": ProfiledJob(PROFILE, gradient=None, layer_sizes=(30, 10))},
+        profiles={
+            "model: net\n": ProfiledJob(PROFILE, gradient=None, layer_shapes=((3, 10), (10,)))
+        },
         wires={("model: net\n", "density: 0.01\n", 4): WIRE},
         delays={("model: net\n", "runner: netem\n", 4): DELAYS},
         fits={("model: net\n", "topk", "netem", 4, 5): {"gamma": 1e-7, "alpha": 0.03, "beta": 0}},
@@ -59,3 +61,15 @@ def test_a_format_1_file_prices_every_all_gather_after_a_gather_of_its_lengths(t
     path.write_text(json.dumps(document))
     calls = read(path).wires[("k",)].calls
     assert calls == ((LENGTHS, 0.0), ("all_gather", 0.08), ("broadcast", 0.01))
+
+
+def test_a_file_written_before_shapes_were_kept_reads_each_size_as_a_1d_shape(tmp_path):
+    path = tmp_path / "measured.json"
+    job = ProfiledJob(PROFILE, gradient=None, layer_shapes=((3, 10), (10,)))
+    write(path, Measurements(profiles={"k": job}, wires={}, delays={}, fits={}))
+    document = json.loads(path.read_text())
+    del document["profiles"][0]["layer_shapes"]
+    path.write_text(json.dumps(document))
+    read_back = read(path).profiles["k"]
+    assert read_back.layer_shapes == ((30,), (10,))
+    assert read_back.layer_sizes == job.layer_sizes

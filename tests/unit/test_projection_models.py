@@ -25,13 +25,14 @@ from gradsync.projection.wire import LENGTH_BYTES, LENGTHS, Wire, extrapolate, m
 from gradsync.schedulers.registry import SCHEDULERS
 
 LAYERS = (2000, 50, 6000, 100, 1200, 10)
+SHAPES = tuple((size,) for size in LAYERS)
 N = sum(LAYERS)
 
 
 def _wire(compressor, workers: int = 2) -> Wire:
     torch.manual_seed(0)
     return measure_wire(
-        "c", compressor, for_compressor(compressor), torch.randn(N), LAYERS, workers=workers
+        "c", compressor, for_compressor(compressor), torch.randn(N), SHAPES, workers=workers
     )
 
 
@@ -92,7 +93,7 @@ def test_every_repeat_measures_the_same_step_from_a_fresh_memory():
     gradient = torch.randn(N)
     compressor = ThresholdCompressor(density=0.01)
     feedback = for_compressor(compressor)
-    wire = measure_wire("threshold", compressor, feedback, gradient, LAYERS)
+    wire = measure_wire("threshold", compressor, feedback, gradient, SHAPES)
     passing = int((gradient.abs() >= compressor.threshold).sum())
     indices = next(rate for kind, rate in wire.calls if kind == "all_gather")
     assert indices * N == pytest.approx(passing * 4)  # int32 indices of one step's selection

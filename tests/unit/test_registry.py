@@ -125,7 +125,7 @@ PROFILE = ModelProfile(
 def _dense_wire() -> Wire:
     return measure_wire(
         "none", NoneCompressor(), NoneFeedback(), torch.randn(sum(PROFILE.sizes)),
-        PROFILE.sizes, workers=4,
+        [(size,) for size in PROFILE.sizes], workers=4,
     )  # fmt: skip
 
 

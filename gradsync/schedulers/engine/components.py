@@ -17,7 +17,7 @@ from gradsync.schedulers.engine.comm_thread import CommThread
 from gradsync.schedulers.engine.loss_scale import LossScale
 from gradsync.schedulers.engine.queued_collective import QueuedCollective
 from gradsync.schedulers.engine.step_timer import StepTimer
-from gradsync.types import Collective, Compressor, ErrorFeedback, GroupInfo, Payload
+from gradsync.types import Collective, Compressor, ErrorFeedback, GroupInfo, OwnMemory, Payload
 
 
 class SyncComponents:
@@ -85,6 +85,8 @@ class SyncComponents:
             self.loss_scale.unscale_(flat)
         compensated = self.feedback.compensate(flat, name=group.name, in_place=scratch)
         payload, ctx = self.compressor.compress(compensated, group=group)
+        if not self.feedback.remembers:  # nothing to keep, so no need to know what was sent
+            return payload, ctx
         sent = (
             self.compressor.selected(payload, ctx)
             if self.compressor.sends_selected_values
@@ -96,6 +98,13 @@ class SyncComponents:
         else:  # no dense decompressed copy: the residual is compensated less the sent indices
             self.feedback.forget_sent(compensated, sent, name=group.name)
         return payload, ctx
+
+    def memory_norm(self) -> Tensor:
+        """The error memory's norm: the compressor's own when it keeps one, else the
+        feedback's."""
+        if isinstance(self.compressor, OwnMemory):
+            return self.compressor.memory_norm()
+        return self.feedback.norm()
 
     # ---- fp16: every worker steps, or every worker skips ------------------------------------
     def _remember_state(self) -> None:

@@ -244,7 +244,7 @@ class ExchangeEngine(SyncComponents):
             bytes_dense=numel * self._params[0].element_size(),
             density_setup=self.compressor.density,
             density_actual=selected / numel if numel else self.compressor.density,
-            error_norm=self.feedback.norm(),
+            error_norm=self.memory_norm(),
             extra=self.extra_metrics(),
         )
 

@@ -377,7 +377,7 @@ class PrioritySync(SyncComponents):
             bytes_dense=numel * self._params[0].element_size(),
             density_setup=self.compressor.density,
             density_actual=self._selected / numel,
-            error_norm=self.feedback.norm(),
+            error_norm=self.memory_norm(),
             extra=extra,
         )
         self._last = r.counts

@@ -110,7 +110,7 @@ class PsSync(SyncComponents):
             bytes_dense=flat.numel() * flat.element_size(),
             density_setup=self.compressor.density,
             density_actual=_density(self.compressor, payloads, flat.numel()),
-            error_norm=self.feedback.norm(),
+            error_norm=self.memory_norm(),
             # A compressor waiting for the workers to agree (AGREE) is communicating.
             time_compress=seconds["compress"] - seconds[AGREE],
             time_comm=seconds["comm"] + seconds[AGREE],
