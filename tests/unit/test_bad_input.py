@@ -53,6 +53,16 @@ CASES = [
     (["compressor=qsgd", "compressor.levels=300"], "compressor.levels must be in [1, 127]"),
     (["feedback=ef"], "unknown feedback 'ef'; valid options: auto, none, residual"),
     (
+        ["compressor=powersgd", "feedback=residual"],
+        "compressor=powersgd keeps its own error feedback, so feedback=residual would add a "
+        "second one: use feedback=auto (or none)",
+    ),
+    (
+        ["compressor=powersgd", "scheduler=ps_bsp", "trainer.servers=1"],
+        "compressor=powersgd needs what the workers exchanged back on each worker",
+    ),
+    (["compressor=powersgd", "compressor.rank=0"], "compressor.rank must be >= 1, got 0"),
+    (
         ["scheduler=omgs", "scheduler.rule=best"],
         "unknown scheduler.rule 'best'; valid: paper, code",
     ),

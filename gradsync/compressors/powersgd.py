@@ -1,0 +1,330 @@
+"""``compressor=powersgd``: rank-r PowerSGD (Vogels et al., NeurIPS 2019), as PyTorch's
+``powerSGD_hook`` runs it on a DDP bucket, here on a scheduler's group of whole tensors.
+
+Before ``start_step`` the group travels dense. From then on, every tensor is viewed as a matrix
+M of ``shape[0]`` rows (a convolution kernel's other dimensions flattened into columns) and is
+compressed when ``(rows + cols)·r·min_compression_rate < rows·cols``; vectors, small tensors and
+slices of tensors (a bucket that cuts one) travel as they are. For the compressed ones:
+
+1. Q (cols × r) is last step's, orthogonalized (warm start); the first time it is drawn from
+   N(0, 1) with a seed every worker draws alike, and orthogonalized.
+2. P = M·Q is all-reduced (summed) inside ``compress``, the first of PowerSGD's two rounds,
+   and orthogonalized.
+3. Q = Mᵀ·P is the payload, in one tensor after the uncompressed tensors: the scheduler's
+   all-reduce sums them, the second round (the hook sends the uncompressed tensors in a round
+   of their own, before P).
+4. ``decompress`` rebuilds P·(ΣQ/n)ᵀ, the mean rank-r approximation, and the mean of the
+   uncompressed tensors.
+
+Error feedback is the method's own (PowerSGD's memory needs what the exchange returned, which
+the shared feedback never sees): the next step's gradient is compensated with this step's
+compensated gradient less the mean that was applied, over the whole group as the hook keeps
+it (the uncompressed tensors' share is their local value less the workers' mean). The step's
+context records what the next step needs (its error, the mean Q) when it is decompressed; the
+next ``compress`` of the group, or ``state_dict``, takes it over.
+
+What differs from the hook: there is no ``batch_tensors_with_same_shape`` (the same arithmetic,
+batched); there are two rounds instead of three (the same sums, one start-up less); and
+``decompress`` returns the workers' sum, as every compressor does for the schedulers that
+average after they combine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gradsync.comm.solo import SoloCollective
+from gradsync.types import Collective, GroupInfo, Payload, TensorPart
+
+SEED_RANGE = 1_000_000_000  # the hook's: each new group's Q is drawn from seed in [0, this)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """One compressed tensor: where it lies in the group's flat gradient, as a matrix."""
+
+    offset: int
+    rows: int
+    cols: int
+    rank: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one group's tensors travel, decided once from their shapes."""
+
+    matrices: tuple[Matrix, ...]
+    """Compressed, in the order their P and Q lie in the flat P and Q: grouped by shape, in
+    order of each shape's first tensor (as the hook lays them out)."""
+    uncompressed: tuple[tuple[int, int], ...]
+    """(offset, elements) of the tensors sent as they are, in the group's order."""
+
+    @property
+    def p_numel(self) -> int:
+        return sum(m.rows * m.rank for m in self.matrices)
+
+    @property
+    def q_numel(self) -> int:
+        return sum(m.cols * m.rank for m in self.matrices)
+
+    @property
+    def uncompressed_numel(self) -> int:
+        return sum(numel for _, numel in self.uncompressed)
+
+
+@dataclass
+class PowerCtx:
+    """One step of one group on this worker."""
+
+    layout: Layout | None
+    """None: the group travelled dense (before ``start_step``)."""
+    p: Tensor | None = None
+    """The all-reduced, orthogonalized P."""
+    compensated: Tensor | None = None
+    """The step's compensated gradient (a copy), turned into its error by ``decompress``."""
+    error: Tensor | None = None
+    """What the next step adds to its gradient, once decompressed."""
+    mean_q: Tensor | None = None
+    """The workers' mean Q, the next step's warm start, once decompressed."""
+    shape: torch.Size = field(default_factory=torch.Size)
+
+
+def should_compress(rows: int, cols: int, rank: int, min_compression_rate: float) -> bool:
+    """Worth sending as rank-``rank`` factors: they are ``min_compression_rate`` times smaller."""
+    return (rows + cols) * rank * min_compression_rate < rows * cols
+
+
+def layout_of(parts: tuple[TensorPart, ...], rank: int, min_compression_rate: float) -> Layout:
+    """``parts`` (in the group's order, the model's) laid out. The matrices are taken in
+    backward order, as DDP's buckets hold them after their first step, so that one seed draws
+    the same Q for each tensor as PyTorch's hook does."""
+    offsets = [0]
+    for part in parts:
+        offsets.append(offsets[-1] + part.numel)
+    by_shape: dict[tuple[int, int], list[Matrix]] = {}
+    uncompressed = []
+    for part, offset in zip(reversed(parts), reversed(offsets[:-1]), strict=True):
+        rows = part.shape[0] if part.whole and len(part.shape) >= 1 else 0
+        cols = part.numel // rows if rows else 0
+        kept = min(rows, cols, rank)
+        if rows and should_compress(rows, cols, kept, min_compression_rate):
+            by_shape.setdefault((rows, cols), []).append(Matrix(offset, rows, cols, kept))
+        else:
+            uncompressed.append((offset, part.numel))
+    matrices = tuple(m for same in by_shape.values() for m in same)
+    return Layout(matrices, tuple(sorted(uncompressed)))
+
+
+def orthogonalize(matrix: Tensor, epsilon: float = 0.0) -> None:
+    """Orthonormal columns for ``matrix`` (1 × rows × r), in place: Gram-Schmidt for r <= 2 or a
+    half-precision type, else QR's Q (the hook's choice; the same columns up to rounding)."""
+    rank = matrix.shape[2]
+    if rank > 2 and matrix.dtype not in (torch.float16, torch.bfloat16):
+        matrix.copy_(torch.linalg.qr(matrix).Q)
+        return
+    for i in range(rank):
+        column = matrix[:, :, i : i + 1]
+        column /= torch.linalg.vector_norm(column, dim=1, keepdim=True) + epsilon
+        if i + 1 < rank:  # take this column's direction out of the ones after it
+            later = matrix[:, :, i + 1 :]
+            later -= torch.sum(column * later, dim=1, keepdim=True) * column
+
+
+class PowerSGDCompressor:
+    allreducible = True  # P and Q are sums of every worker's; so are uncompressed tensors
+    lossless = False
+    error_feedback = False  # it keeps its own memory, which needs the exchange's result
+    density = 1.0  # every element is approximated; the bytes show the compression
+    payload_same_shape = True
+    sends_selected_values = False
+    selects_alone = False
+
+    def __init__(
+        self,
+        *,
+        rank: int = 1,
+        start_step: int = 10,
+        min_compression_rate: float = 2.0,
+        use_error_feedback: bool = True,
+        warm_start: bool = True,
+        orthogonalization_epsilon: float = 0.0,
+        seed: int = 0,
+    ) -> None:
+        self.rank = rank
+        self.start_step = start_step
+        self.steady_step = start_step
+        self.min_compression_rate = min_compression_rate
+        self.use_error_feedback = use_error_feedback
+        self.warm_start = warm_start
+        self.orthogonalization_epsilon = orthogonalization_epsilon
+        self.seed = seed
+        self.collective: Collective = SoloCollective()
+        self._layouts: dict[tuple[str, tuple[TensorPart, ...]], Layout] = {}
+        self._errors: dict[str, Tensor] = {}
+        self._mean_q: dict[str, Tensor] = {}
+        self._last: dict[str, PowerCtx] = {}
+        self._draws = 0  # seeds drawn so far: the generator's state, for a checkpoint
+        self._seeds = np.random.RandomState(seed)
+
+    def bind(self, collective: Collective) -> None:
+        self.collective = collective
+
+    # ---- one step ------------------------------------------------------------------------------
+    def compress(self, grad: Tensor, *, group: GroupInfo) -> tuple[Payload, PowerCtx]:
+        flat = grad.reshape(-1)
+        if group.step < self.start_step:
+            return (flat,), PowerCtx(layout=None, shape=grad.shape)
+        self._take_over(group.name)
+        layout = self._layout(group, flat)
+        error = self._errors.get(group.name)
+        compensated = flat if not self.use_error_feedback else flat.clone()
+        if error is not None:
+            compensated.add_(error)
+        q = self._start_q(group.name, layout, flat)
+        matrices = [self._view(compensated, m) for m in layout.matrices]
+        p = flat.new_empty(layout.p_numel)
+        ps = _split(p, layout.matrices, rows=True)
+        qs = _split(q, layout.matrices, rows=False)
+        for matrix, p_i, q_i in zip(matrices, ps, qs, strict=True):
+            torch.bmm(matrix, q_i, out=p_i)
+        (p,) = self.collective.all_reduce((p,))  # the first round: every worker's P, summed
+        ps = _split(p, layout.matrices, rows=True)
+        for p_i in ps:
+            orthogonalize(p_i, self.orthogonalization_epsilon)
+        # One tensor for the second round: the uncompressed tensors, then Q.
+        sent = flat.new_empty(layout.uncompressed_numel + layout.q_numel)
+        _gather(compensated, layout.uncompressed, into=sent[: layout.uncompressed_numel])
+        q = sent[layout.uncompressed_numel :]
+        for matrix, p_i, q_i in zip(
+            matrices, ps, _split(q, layout.matrices, rows=False), strict=True
+        ):
+            torch.bmm(matrix.transpose(1, 2), p_i, out=q_i)
+        ctx = PowerCtx(
+            layout=layout,
+            p=p,
+            compensated=compensated if self.use_error_feedback else None,
+            shape=grad.shape,
+        )
+        self._last[group.name] = ctx
+        return (sent,), ctx
+
+    def decompress(self, payload: Payload, ctx: PowerCtx, out: Tensor | None = None) -> Tensor:
+        """The workers' sum (n times their mean approximation); records the step's error and
+        mean Q in ``ctx`` for the next step."""
+        if ctx.layout is None:
+            return payload[0].view(ctx.shape)
+        layout, p = ctx.layout, ctx.p
+        assert p is not None, "a compressed context has its P"
+        (sent,) = payload
+        uncompressed, q = sent[: layout.uncompressed_numel], sent[layout.uncompressed_numel :]
+        n = self.collective.world_size
+        numel = ctx.shape.numel()
+        mean = out.view(-1) if out is not None else q.new_empty(numel)
+        mean_q = q / n
+        ps = _split(p, layout.matrices, rows=True)
+        qs = _split(mean_q, layout.matrices, rows=False)
+        for m, p_i, q_i in zip(layout.matrices, ps, qs, strict=True):
+            torch.bmm(p_i, q_i.transpose(1, 2), out=self._view(mean, m))
+        _scatter(uncompressed / n, mean, layout.uncompressed)
+        ctx.mean_q = mean_q
+        if ctx.compensated is not None:
+            ctx.error = ctx.compensated.sub_(mean)
+            ctx.compensated = None
+        return mean.mul_(n).view(ctx.shape)
+
+    def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
+        return None  # every element is approximated
+
+    # ---- state across steps --------------------------------------------------------------------
+    def memory_norm(self) -> Tensor:
+        for name in list(self._last):
+            self._take_over(name)
+        norms = [torch.linalg.vector_norm(e) for e in self._errors.values()]
+        return torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
+
+    def _take_over(self, name: str) -> None:
+        """Keep what the group's last step left once it was decompressed: its error and mean Q
+        (a step never decompressed, as an fp16 step every worker skips, leaves nothing)."""
+        ctx = self._last.get(name)
+        if ctx is None or ctx.mean_q is None:
+            return
+        del self._last[name]
+        if ctx.error is not None:
+            self._errors[name] = ctx.error
+        if self.warm_start:
+            self._mean_q[name] = ctx.mean_q
+
+    def _layout(self, group: GroupInfo, flat: Tensor) -> Layout:
+        parts = group.parts or (TensorPart(0, (flat.numel(),)),)
+        key = (group.name, parts)
+        if key not in self._layouts:
+            self._layouts[key] = layout_of(parts, self.rank, self.min_compression_rate)
+        return self._layouts[key]
+
+    def _start_q(self, name: str, layout: Layout, like: Tensor) -> Tensor:
+        """This step's Q: last step's mean, orthogonalized; or new draws."""
+        q = self._mean_q.pop(name, None)
+        if q is not None:
+            for q_i in _split(q, layout.matrices, rows=False):
+                orthogonalize(q_i, self.orthogonalization_epsilon)
+            return q
+        self._draws += 1
+        generator = torch.Generator().manual_seed(int(self._seeds.randint(SEED_RANGE)))
+        q = like.new_empty(layout.q_numel)
+        for m, q_i in zip(layout.matrices, _split(q, layout.matrices, rows=False), strict=True):
+            q_i.copy_(torch.randn(1, m.cols, m.rank, generator=generator, dtype=like.dtype))
+            orthogonalize(q_i, self.orthogonalization_epsilon)
+        return q
+
+    @staticmethod
+    def _view(flat: Tensor, m: Matrix) -> Tensor:
+        return flat[m.offset : m.offset + m.rows * m.cols].view(1, m.rows, m.cols)
+
+    def state_dict(self) -> dict[str, Any]:
+        for name in list(self._last):
+            self._take_over(name)
+        return {
+            "errors": {k: v.detach().clone() for k, v in self._errors.items()},
+            "mean_q": {k: v.detach().clone() for k, v in self._mean_q.items()},
+            "draws": self._draws,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._errors = {k: v.clone() for k, v in state.get("errors", {}).items()}
+        self._mean_q = {k: v.clone() for k, v in state.get("mean_q", {}).items()}
+        self._last = {}
+        self._seeds = np.random.RandomState(self.seed)
+        self._draws = 0
+        for _ in range(int(state.get("draws", 0))):  # the generator where it was
+            self._seeds.randint(SEED_RANGE)
+            self._draws += 1
+
+
+def _split(flat: Tensor, matrices: tuple[Matrix, ...], *, rows: bool) -> list[Tensor]:
+    """``flat`` (all P or all Q, in layout order) as each matrix's 1 × (rows or cols) × r view."""
+    views, offset = [], 0
+    for m in matrices:
+        height = m.rows if rows else m.cols
+        views.append(flat[offset : offset + height * m.rank].view(1, height, m.rank))
+        offset += height * m.rank
+    return views
+
+
+def _gather(flat: Tensor, spans: tuple[tuple[int, int], ...], *, into: Tensor) -> None:
+    offset = 0
+    for start, numel in spans:
+        into[offset : offset + numel] = flat[start : start + numel]
+        offset += numel
+
+
+def _scatter(values: Tensor, flat: Tensor, spans: tuple[tuple[int, int], ...]) -> None:
+    offset = 0
+    for start, numel in spans:
+        flat[start : start + numel] = values[offset : offset + numel]
+        offset += numel

@@ -1,0 +1,78 @@
+"""``compressor=powersgd`` on one worker: which tensors it compresses, its orthogonalization,
+its own error memory, and what ``gradsync simulate`` records of it. Against PyTorch's hook on
+real ranks: tests/dist/test_powersgd.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gradsync.compressors.powersgd import PowerSGDCompressor, layout_of, orthogonalize
+from gradsync.feedback.none import NoneFeedback
+from gradsync.projection.wire import measure_wire
+from gradsync.types import GroupInfo, OwnMemory, TensorPart
+
+SHAPES = ((6, 3, 3, 3), (6,), (16, 96), (16,), (3, 16), (3,))
+
+
+def _group(step: int) -> GroupInfo:
+    parts = tuple(TensorPart(i, shape) for i, shape in enumerate(SHAPES))
+    return GroupInfo("g", step, parts=parts, model_tensors=len(parts))
+
+
+def _numel() -> int:
+    return sum(TensorPart(0, shape).numel for shape in SHAPES)
+
+
+def test_matrices_worth_it_are_compressed_in_backward_order_and_the_rest_sent_whole():
+    parts = _group(0).parts
+    layout = layout_of(parts, rank=2, min_compression_rate=2.0)
+    # (3 + 16)·2·2 = 76 > 48: the last weight stays whole, as every bias does.
+    assert [(m.rows, m.cols, m.rank) for m in layout.matrices] == [(16, 96, 2), (6, 27, 2)]
+    assert [m.offset for m in layout.matrices] == [168, 0]
+    assert [numel for _, numel in layout.uncompressed] == [6, 16, 48, 3]
+    assert layout.p_numel == 16 * 2 + 6 * 2 and layout.q_numel == 96 * 2 + 27 * 2
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3, 5])
+def test_orthogonalized_columns_are_orthonormal_and_span_the_same_space(rank):
+    matrix = torch.randn(1, 20, rank, generator=torch.Generator().manual_seed(rank))
+    original = matrix.clone()
+    orthogonalize(matrix)
+    gram = matrix[0].T @ matrix[0]
+    torch.testing.assert_close(gram, torch.eye(rank), atol=1e-5, rtol=0)
+    # Each original column is a combination of the new ones.
+    projected = matrix[0] @ (matrix[0].T @ original[0])
+    torch.testing.assert_close(projected, original[0], atol=1e-4, rtol=0)
+
+
+def test_dense_until_start_step_then_the_rank_r_approximation_with_its_own_memory():
+    compressor = PowerSGDCompressor(rank=1, start_step=2, seed=0)
+    assert isinstance(compressor, OwnMemory)
+    grad = torch.randn(_numel(), generator=torch.Generator().manual_seed(0))
+    payload, ctx = compressor.compress(grad.clone(), group=_group(1))
+    assert torch.equal(compressor.decompress(payload, ctx), grad)  # one worker: sum is itself
+    assert float(compressor.memory_norm()) == 0.0
+    payload, ctx = compressor.compress(grad.clone(), group=_group(2))
+    (sent,) = payload  # the biases, then Q of the three weights (their P went before)
+    assert sent.numel() == 6 + 16 + 3 + 96 + 27 + 16
+    approximation = compressor.decompress(payload, ctx)
+    # The memory is what the approximation left out: the next step's gradient gets it back.
+    left_out = grad - approximation
+    torch.testing.assert_close(compressor.memory_norm(), left_out.norm())
+    biases = [slice(162, 168), slice(1704, 1720), slice(1768, 1771)]
+    for part in biases:  # sent whole: nothing left out
+        assert torch.equal(approximation[part], grad[part])
+    state = compressor.state_dict()
+    assert set(state) == {"errors", "mean_q", "draws"} and state["draws"] == 1
+
+
+def test_simulate_records_its_two_all_reduces_of_p_and_of_q_with_the_whole_tensors():
+    compressor = PowerSGDCompressor(rank=1, start_step=10, seed=0)
+    gradient = torch.randn(_numel(), generator=torch.Generator().manual_seed(1))
+    wire = measure_wire("powersgd", compressor, NoneFeedback(), gradient, SHAPES, workers=4)
+    kinds = [kind for kind, _ in wire.calls]
+    assert kinds == ["all_reduce", "all_reduce"]  # P inside compress, then Q as the payload
+    p_bytes, q_bytes = (rate * wire.numel for _, rate in wire.calls)
+    assert p_bytes == pytest.approx(4 * (16 + 6 + 3))
+    assert q_bytes == pytest.approx(4 * (6 + 16 + 3 + 96 + 27 + 16))
