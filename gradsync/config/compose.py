@@ -28,7 +28,7 @@ from gradsync.config.schema import (
     TrainConfig,
     register_schemas,
 )
-from gradsync.config.schemas.core import RunnerConfig
+from gradsync.config.schemas.core import CompressorConfig, FeedbackConfig, RunnerConfig
 from gradsync.dist.devices import gpu_shortage
 from gradsync.schedulers.registry import (
     allreducible_problem,
@@ -193,6 +193,7 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
         raise ConfigError(_first_line(str(exc))) from None
     assert isinstance(typed, TrainConfig)
     _check_model_fits_dataset(typed)
+    _check_compressor_fits_job(cfg, typed)
     _check_scheduler_fits_compressor(cfg, typed)
     _check_scheduler_capabilities(cfg, typed)
     if not machine:
@@ -290,6 +291,29 @@ def _check_host_capacity(cfg: DictConfig, typed: TrainConfig) -> None:
         raise ConfigError(
             f"trainer.workers={typed.trainer.workers}: {problem}; lower trainer.workers, run it "
             f"on a cluster (runner=slurm), or force it with {FORCE}"
+        )
+
+
+def _check_compressor_fits_job(cfg: DictConfig, typed: TrainConfig) -> None:
+    """What the compressor's schema declares it needs of the optimizer and the feedback."""
+    compressor = typed.compressor
+    if not isinstance(compressor, CompressorConfig):
+        return
+    name = _compressor_name(cfg)
+    if compressor.applies_momentum and typed.trainer.momentum > 0:
+        raise ConfigError(
+            f"compressor={name} applies its own momentum (compressor.momentum), so the "
+            f"optimizer must not: set trainer.momentum=0 (got {typed.trainer.momentum})"
+        )
+    feedback = typed.feedback
+    if (
+        compressor.keeps_own_residual
+        and isinstance(feedback, FeedbackConfig)
+        and feedback.always_keeps_residual
+    ):
+        raise ConfigError(
+            f"compressor={name} accumulates what it does not send itself; an error-feedback "
+            "residual would keep it twice: use feedback=auto (or none)"
         )
 
 
