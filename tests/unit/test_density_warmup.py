@@ -11,6 +11,7 @@ import torch
 from gradsync.comm.solo import SoloCollective
 from gradsync.compressors.cltk import CLTKCompressor
 from gradsync.compressors.deft import DEFTCompressor
+from gradsync.compressors.dgc import DGCCompressor
 from gradsync.compressors.randomk import RandomKCompressor
 from gradsync.compressors.sparse import density_k
 from gradsync.compressors.threshold import ThresholdCompressor
@@ -28,6 +29,7 @@ SPARSIFIERS = {
     "cltk": lambda **w: CLTKCompressor(density=0.001, **w),
     "deft": lambda **w: DEFTCompressor(density=0.001, exact_k=True, **w),
     "randomk": lambda **w: RandomKCompressor(density=0.001, seed=3, **w),
+    "dgc": lambda **w: DGCCompressor(density=0.001, **w),
 }
 
 
