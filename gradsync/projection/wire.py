@@ -133,6 +133,11 @@ class Wire:
         return compress + self.transfer_seconds(cluster, elements)
 
 
+STEADY_EPOCH = 2**31 - 1
+"""The epoch the compressors are measured in: past any density warm-up
+(``compressor.warmup_epochs``), as the projected run spends nearly all its steps."""
+
+
 def measure_wire(
     name: str,
     compressor: Compressor,
@@ -175,7 +180,9 @@ def measure_wire(
         kept = buffers.flat(0, gradient.numel(), gradient)
         flat = gradient.clone() if kept is None else kept.copy_(gradient)
         payload, ctx = components.compress_with_feedback(
-            flat, group=GroupInfo.of_sizes("gradient", 0, layer_sizes), scratch=True
+            flat,
+            group=GroupInfo.of_sizes("gradient", 0, layer_sizes, epoch=STEADY_EPOCH),
+            scratch=True,
         )
         compressed = time.perf_counter()
         # What the compressor said while compressing (index sets, scalers), then its payload,
