@@ -33,9 +33,14 @@ class ThresholdCompressor(ExchangedSparsifier):
         self._derived: dict[float, float] = {}
         """λ derived for each density the schedule reached, fixed at its first step."""
 
-    def select(self, flat: Tensor, sizes: list[int], density: float) -> Tensor:
+    def threshold_at(self, density: float, numel: int) -> float:
+        """λ for a group of ``numel`` elements at ``density``: as configured, or derived at the
+        first step of that density."""
         if self.threshold is not None:
-            return threshold_indices(flat, self.threshold)
+            return self.threshold
         if density not in self._derived:
-            self._derived[density] = threshold_for_density(density, flat.numel())
-        return threshold_indices(flat, self._derived[density])
+            self._derived[density] = threshold_for_density(density, numel)
+        return self._derived[density]
+
+    def select(self, flat: Tensor, sizes: list[int], density: float) -> Tensor:
+        return threshold_indices(flat, self.threshold_at(density, flat.numel()))
