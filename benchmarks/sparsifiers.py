@@ -34,6 +34,7 @@ from benchmarks.report import Part, add_part_arguments, run_parts
 from gradsync.algorithms.deft_plan import assign_local_k, lpt_bins, partition_layers
 from gradsync.compressors.cltk import CLTKCompressor
 from gradsync.compressors.deft import DEFTCompressor
+from gradsync.compressors.dgc import DGCCompressor
 from gradsync.compressors.randomk import RandomKCompressor
 from gradsync.compressors.selection import layerwise_topk_indices, range_norms, topk_indices
 from gradsync.compressors.sparse import density_k
@@ -138,6 +139,8 @@ def throughput_table(density: float, repeats: int) -> str:
         "threshold": ThresholdCompressor(density=density),
         "cltk": CLTKCompressor(density=density),
         "deft": DEFTCompressor(density=density),
+        # Its u and v carry over between repeats, as between steps of a run.
+        "dgc (allgather)": DGCCompressor(density=density),
     }
     copy_target = torch.empty_like(flat)
     copy = median_time(lambda: copy_target.copy_(flat), repeats)

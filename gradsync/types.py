@@ -89,7 +89,8 @@ class Compressor(Protocol):
     lossless: bool
     """decompress(compress(g)) == g exactly, so error feedback has nothing to keep."""
     density: float
-    """Fraction of elements a worker selects (1.0 for dense methods)."""
+    """Fraction of elements a worker selects (1.0 for dense methods), once any density warm-up
+    is over."""
     error_feedback: bool
     """The method as published keeps an error-feedback residual (``feedback=auto`` follows it)."""
     payload_same_shape: bool
@@ -106,6 +107,11 @@ class Compressor(Protocol):
     """``decompress(compress(g))`` is g itself at ``selected``'s indices and 0 elsewhere (a
     sparsifier sending g's own values), so error feedback keeps g with those indices zeroed and
     needs no dense decompressed copy (``ErrorFeedback.forget_sent``)."""
+
+    def density_at(self, epoch: int) -> float:
+        """The fraction it selects in ``epoch``: ``density``, or more during a warm-up
+        (``compressor.warmup_epochs``); ``comm/density_setup`` logs it."""
+        ...
 
     def bind(self, collective: Collective) -> None:
         """Give the compressor the workers' collective. Sparsifiers that must agree on an index
@@ -137,9 +143,10 @@ class Compressor(Protocol):
 
 @runtime_checkable
 class OwnMemory(Protocol):
-    """A compressor that keeps its own error memory (PowerSGD's needs what the exchange
-    returned, which the shared ``ErrorFeedback`` never sees): ``feedback=residual`` would add a
-    second one, and the logged error norm is this memory's."""
+    """A compressor that keeps its own error memory (DGC's unsent velocity; PowerSGD's, which
+    needs what the exchange returned, never seen by the shared ``ErrorFeedback``): the logged
+    error norm is this memory's. (Its schema refuses ``feedback=residual``:
+    ``CompressorConfig.keeps_own_residual``.)"""
 
     def memory_norm(self) -> Tensor:
         """L2 norm of the memory on this worker, a 0-d tensor (read when metrics are logged)."""

@@ -11,21 +11,16 @@ import torch
 from torch import Tensor
 
 from gradsync.compressors.selection import topk_indices
-from gradsync.compressors.sparse import AgreedIndexCompressor, density_k, index_dtype
+from gradsync.compressors.sparse import AgreedIndexCompressor, index_dtype
 
 
 class CLTKCompressor(AgreedIndexCompressor):
     selects_alone = True  # the leader's top-k, while the others wait in the broadcast
 
-    def __init__(self, *, density: float) -> None:
-        super().__init__()
-        self.density = density
-
     def leader(self, step: int) -> int:
         return step % self.collective.world_size
 
-    def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int]) -> Tensor:
-        k = density_k(self.density, flat.numel())
+    def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int], k: int) -> Tensor:
         leader = self.leader(step)
         if self.collective.rank == leader:
             indices = topk_indices(flat, k).to(index_dtype(flat.numel()))

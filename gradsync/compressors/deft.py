@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from typing_extensions import Unpack
 
 from gradsync.algorithms.deft_plan import (
     assign_local_k,
@@ -26,13 +27,15 @@ from gradsync.algorithms.deft_plan import (
     partition_layers,
 )
 from gradsync.compressors.selection import layerwise_topk_indices, range_norms
-from gradsync.compressors.sparse import AgreedIndexCompressor, density_k, index_dtype
+from gradsync.compressors.sparse import AgreedIndexCompressor, index_dtype
+from gradsync.compressors.warmup import WarmupArgs
 
 
 class DEFTCompressor(AgreedIndexCompressor):
-    def __init__(self, *, density: float, exact_k: bool = False) -> None:
-        super().__init__()
-        self.density = density
+    def __init__(
+        self, *, density: float, exact_k: bool = False, **warmup: Unpack[WarmupArgs]
+    ) -> None:
+        super().__init__(density=density, **warmup)
         self.exact_k = exact_k
         self._partitions: dict[tuple[str, tuple[int, ...]], list[tuple[int, int]]] = {}
 
@@ -56,10 +59,9 @@ class DEFTCompressor(AgreedIndexCompressor):
         (wire,) = self.collective.broadcast((wire,), src=decider)
         return decode_plan(wire.tolist(), n)
 
-    def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int]) -> Tensor:
+    def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int], k: int) -> Tensor:
         ranges = self.partition(name, sizes)
         lengths = [end - start for start, end in ranges]
-        k = density_k(self.density, flat.numel())
         ks = assign_local_k(range_norms(flat, ranges), lengths, k, exact=self.exact_k)
         bins, common = self._plan(lengths, ks, step=step, device=flat.device)
         n, rank = self.collective.world_size, self.collective.rank

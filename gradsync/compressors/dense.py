@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from gradsync.compressors.stateless import Stateless
+from gradsync.compressors.warmup import DensitySchedule
 from gradsync.types import Collective, GroupInfo, Payload
 
 
@@ -36,7 +37,7 @@ class DenseCtx:
     """What the values were divided by before the sum on the wire (1: not at all)."""
 
 
-class DenseCompressor(Stateless):
+class DenseCompressor(Stateless, DensitySchedule):
     allreducible = True
     lossless = False
     error_feedback = False

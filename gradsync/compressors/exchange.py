@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from typing_extensions import Unpack
 
 from gradsync.compressors.choices import EXCHANGES
 from gradsync.compressors.sparse import (
@@ -24,6 +25,7 @@ from gradsync.compressors.sparse import (
     unpack_values,
     values_at,
 )
+from gradsync.compressors.warmup import DensitySchedule, WarmupArgs
 from gradsync.types import Collective, GroupInfo, Payload
 
 
@@ -89,7 +91,7 @@ def make_exchange(name: str) -> UnionExchange | AllgatherExchange:
     raise ValueError(f"unknown exchange {name!r}; valid: {', '.join(EXCHANGES)}")
 
 
-class ExchangedSparsifier(UsesCollective):
+class ExchangedSparsifier(UsesCollective, DensitySchedule):
     """Base of sparsifiers that select locally (top-k, threshold) and exchange as configured."""
 
     lossless = False
@@ -97,24 +99,25 @@ class ExchangedSparsifier(UsesCollective):
     sends_selected_values = True  # union or own selection, the values as they are
     selects_alone = False
     error_feedback = True
-    density: float
     same_count = False
-    """``select`` picks as many indices on every worker, a number known from the group alone."""
+    """``select`` picks as many indices on every worker, a number known from the group alone
+    (and the epoch, which every worker shares)."""
 
-    def __init__(self, *, exchange: str) -> None:
+    def __init__(self, *, density: float, exchange: str, **warmup: Unpack[WarmupArgs]) -> None:
         super().__init__()
+        self.set_density(density, **warmup)
         self.exchange = make_exchange(exchange)
         self.allreducible = self.exchange.allreducible
         # union: values at the union every worker has; allgather: each worker's own selection.
         self.payload_same_shape = self.exchange.allreducible or self.same_count
 
-    def select(self, flat: Tensor, sizes: list[int]) -> Tensor:
-        """This worker's indices (int64) into ``flat``."""
+    def select(self, flat: Tensor, sizes: list[int], density: float) -> Tensor:
+        """This worker's indices (int64) into ``flat``, at this epoch's ``density``."""
         raise NotImplementedError
 
     def compress(self, grad: Tensor, *, group: GroupInfo) -> tuple[Payload, Any]:
         flat = grad.reshape(-1)
-        indices = self.select(flat, group_sizes(grad, group.sizes))
+        indices = self.select(flat, group_sizes(grad, group.sizes), self.density_at(group.epoch))
         return self.exchange.pack(
             flat, indices, grad.shape, self.collective, same_count=self.same_count
         )

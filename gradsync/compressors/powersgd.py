@@ -40,6 +40,8 @@ import torch
 from torch import Tensor
 
 from gradsync.comm.solo import SoloCollective
+from gradsync.compressors.warmup import DensitySchedule
+from gradsync.feedback.residual import memory_norm
 from gradsync.types import Collective, GroupInfo, Payload, TensorPart
 
 SEED_RANGE = 1_000_000_000  # the hook's: each new group's Q is drawn from seed in [0, this)
@@ -136,7 +138,7 @@ def orthogonalize(matrix: Tensor, epsilon: float = 0.0) -> None:
             later -= torch.sum(column * later, dim=1, keepdim=True) * column
 
 
-class PowerSGDCompressor:
+class PowerSGDCompressor(DensitySchedule):
     allreducible = True  # P and Q are sums of every worker's; so are uncompressed tensors
     lossless = False
     error_feedback = False  # it keeps its own memory, which needs the exchange's result
@@ -245,8 +247,7 @@ class PowerSGDCompressor:
     def memory_norm(self) -> Tensor:
         for name in list(self._last):
             self._take_over(name)
-        norms = [torch.linalg.vector_norm(e) for e in self._errors.values()]
-        return torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
+        return memory_norm(self._errors.values())
 
     def _take_over(self, name: str) -> None:
         """Keep what the group's last step left once it was decompressed: its error and mean Q

@@ -21,6 +21,7 @@ from torch import Tensor
 from gradsync.compressors.bitpack import pack, unpack
 from gradsync.compressors.seeding import seeded_generator
 from gradsync.compressors.sparse import UsesCollective, group_sizes
+from gradsync.compressors.warmup import DensitySchedule
 from gradsync.types import GroupInfo, Payload
 
 
@@ -36,7 +37,7 @@ class QuantCtx:
     dtype: torch.dtype
 
 
-class PackedQuantizer(UsesCollective):
+class PackedQuantizer(UsesCollective, DensitySchedule):
     """Base of per-tensor quantizers. A subclass says how scales are found and how an element
     becomes a code; a code c of a tensor with scale v decodes to ``(c - code_offset)·unit·v``."""
 

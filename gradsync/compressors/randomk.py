@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from typing_extensions import Unpack
 
 from gradsync.compressors.seeding import seeded_generator
-from gradsync.compressors.sparse import AgreedIndexCompressor, density_k
+from gradsync.compressors.sparse import AgreedIndexCompressor
+from gradsync.compressors.warmup import WarmupArgs
 
 
 class RandomKCompressor(AgreedIndexCompressor):
-    def __init__(self, *, density: float, seed: int = 0) -> None:
-        super().__init__()
-        self.density = density
+    def __init__(self, *, density: float, seed: int = 0, **warmup: Unpack[WarmupArgs]) -> None:
+        super().__init__(density=density, **warmup)
         self.seed = seed
 
-    def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int]) -> Tensor:
+    def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int], k: int) -> Tensor:
         gen = seeded_generator(self.seed, step, name, device=torch.device("cpu"))
-        k = density_k(self.density, flat.numel())
         return random_subset(flat.numel(), k, gen).to(flat.device)
 
 

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from typing_extensions import Unpack
 
 from gradsync.comm.solo import SoloCollective
 from gradsync.compressors.stateless import Stateless
+from gradsync.compressors.warmup import DensitySchedule, WarmupArgs
 from gradsync.types import Collective, GroupInfo, Payload
 
 
@@ -75,7 +77,7 @@ class UsesCollective(Stateless):
         self.collective = collective
 
 
-class AgreedIndexCompressor(UsesCollective):
+class AgreedIndexCompressor(UsesCollective, DensitySchedule):
     """Base of sparsifiers whose workers all send values at the same index set."""
 
     allreducible = True
@@ -85,16 +87,21 @@ class AgreedIndexCompressor(UsesCollective):
     sends_selected_values = True
     selects_alone = False
     error_feedback = True
-    density: float
 
-    def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int]) -> Tensor:
-        """The index set (int64, same on every worker) whose values this step sends."""
+    def __init__(self, *, density: float, **warmup: Unpack[WarmupArgs]) -> None:
+        super().__init__()
+        self.set_density(density, **warmup)
+
+    def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int], k: int) -> Tensor:
+        """The index set (int64, same on every worker) whose values this step sends, for ``k``
+        elements selected (this epoch's density of the group)."""
         raise NotImplementedError
 
     def compress(self, grad: Tensor, *, group: GroupInfo) -> tuple[Payload, SparseCtx]:
         flat = grad.reshape(-1)
         sizes = group_sizes(grad, group.sizes)
-        indices = self.agree(flat, name=group.name, step=group.step, sizes=sizes)
+        k = density_k(self.density_at(group.epoch), flat.numel())
+        indices = self.agree(flat, name=group.name, step=group.step, sizes=sizes, k=k)
         return values_at(flat, indices, grad.shape)
 
     def decompress(self, payload: Payload, ctx: SparseCtx, out: Tensor | None = None) -> Tensor:

@@ -1,30 +1,46 @@
 """``compressor=threshold``: every element with |x| >= λ, for a λ fixed before training (SPECS §4).
 
 With ``threshold`` unset, λ = 1/(2·sqrt(k)) for k = int(density·n_g), fixed at the first step
-(the heuristic of Sahu et al.). How many elements pass is up to the gradient: the actual
-density is whatever it is, and it builds up across workers like Top-k's.
+(the heuristic of Sahu et al.); during a density warm-up, at the first step of each epoch's
+density. How many elements pass is up to the gradient: the actual density is whatever it is,
+and it builds up across workers like Top-k's.
 """
 
 from __future__ import annotations
 
 from torch import Tensor
+from typing_extensions import Unpack
 
 from gradsync.compressors.exchange import ExchangedSparsifier
 from gradsync.compressors.selection import threshold_for_density, threshold_indices
+from gradsync.compressors.warmup import WarmupArgs
 
 
 class ThresholdCompressor(ExchangedSparsifier):
     same_count = False  # as many as pass λ, which differs between workers
 
     def __init__(
-        self, *, density: float, threshold: float | None = None, exchange: str = "union"
+        self,
+        *,
+        density: float,
+        threshold: float | None = None,
+        exchange: str = "union",
+        **warmup: Unpack[WarmupArgs],
     ) -> None:
-        super().__init__(exchange=exchange)
-        self.density = density
-        """The density λ is derived from; also logged as the setup density."""
+        super().__init__(density=density, exchange=exchange, **warmup)
         self.threshold = threshold
+        """λ as configured; None: derived from the density."""
+        self._derived: dict[float, float] = {}
+        """λ derived for each density the schedule reached, fixed at its first step."""
 
-    def select(self, flat: Tensor, sizes: list[int]) -> Tensor:
-        if self.threshold is None:
-            self.threshold = threshold_for_density(self.density, flat.numel())
-        return threshold_indices(flat, self.threshold)
+    def threshold_at(self, density: float, numel: int) -> float:
+        """λ for a group of ``numel`` elements at ``density``: as configured, or derived at the
+        first step of that density."""
+        if self.threshold is not None:
+            return self.threshold
+        if density not in self._derived:
+            self._derived[density] = threshold_for_density(density, numel)
+        return self._derived[density]
+
+    def select(self, flat: Tensor, sizes: list[int], density: float) -> Tensor:
+        return threshold_indices(flat, self.threshold_at(density, flat.numel()))

@@ -28,13 +28,12 @@ from gradsync.config.schema import (
     TrainConfig,
     register_schemas,
 )
-from gradsync.config.schemas.core import RunnerConfig
+from gradsync.config.schemas.core import CompressorConfig, FeedbackConfig, RunnerConfig
 from gradsync.dist.devices import gpu_shortage
 from gradsync.schedulers.registry import (
     allreducible_problem,
     spec_of,
 )
-from gradsync.types import OwnMemory
 
 
 class ConfigError(ValueError):
@@ -194,8 +193,8 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
         raise ConfigError(_first_line(str(exc))) from None
     assert isinstance(typed, TrainConfig)
     _check_model_fits_dataset(typed)
+    _check_compressor_fits_job(cfg, typed)
     _check_scheduler_fits_compressor(cfg, typed)
-    _check_own_memory(cfg, typed)
     _check_scheduler_capabilities(cfg, typed)
     if not machine:
         return
@@ -295,6 +294,38 @@ def _check_host_capacity(cfg: DictConfig, typed: TrainConfig) -> None:
         )
 
 
+def _check_compressor_fits_job(cfg: DictConfig, typed: TrainConfig) -> None:
+    """What the compressor's schema declares it needs of the optimizer and the feedback."""
+    compressor = typed.compressor
+    if not isinstance(compressor, CompressorConfig):
+        return
+    name = _compressor_name(cfg)
+    if compressor.applies_momentum and typed.trainer.momentum > 0:
+        raise ConfigError(
+            f"compressor={name} applies its own momentum (compressor.momentum), so the "
+            f"optimizer must not: set trainer.momentum=0 (got {typed.trainer.momentum})"
+        )
+    feedback = typed.feedback
+    if (
+        compressor.keeps_own_residual
+        and isinstance(feedback, FeedbackConfig)
+        and feedback.always_keeps_residual
+    ):
+        raise ConfigError(
+            f"compressor={name} accumulates what it does not send itself; an error-feedback "
+            "residual would keep it twice: use feedback=auto (or none)"
+        )
+    if (
+        compressor.needs_its_exchange_back
+        and spec_of(typed.scheduler).capabilities.parameter_server
+    ):
+        raise ConfigError(
+            f"compressor={name} needs what the workers exchanged back on each worker (its own "
+            f"error feedback), but scheduler={spec_of(typed.scheduler).name} sums on its "
+            "servers: use an all-reducing scheduler (allreduce, wfbp, deft, ...)"
+        )
+
+
 def _check_scheduler_fits_compressor(cfg: DictConfig, typed: TrainConfig) -> None:
     """A scheduler that all-reduces (wfbp) needs payloads that add up. Whether they do depends
     on the compressor's settings, so the compressor is built (only for such schedulers)."""
@@ -307,31 +338,6 @@ def _check_scheduler_fits_compressor(cfg: DictConfig, typed: TrainConfig) -> Non
     problem = allreducible_problem(spec.name, _compressor_name(cfg), compressor)
     if problem is not None:
         raise ConfigError(problem)
-
-
-def _check_own_memory(cfg: DictConfig, typed: TrainConfig) -> None:
-    """A compressor with an error memory of its own (``OwnMemory``) takes no second one from
-    ``feedback=residual``, and needs the exchange's result back on the worker, which a
-    parameter server keeps (it decompresses the pushes itself)."""
-    residual = str(cfg.feedback._target_).split(".")[-2] == "residual"
-    servers = spec_of(typed.scheduler).capabilities.parameter_server
-    if not (residual or servers):
-        return
-    from gradsync.config.instantiate import build
-
-    if not isinstance(build(cfg.compressor, path="compressor"), OwnMemory):
-        return
-    name = _compressor_name(cfg)
-    if residual:
-        raise ConfigError(
-            f"compressor={name} keeps its own error feedback, so feedback=residual would add a "
-            "second one: use feedback=auto (or none)"
-        )
-    raise ConfigError(
-        f"compressor={name} needs what the workers exchanged back on each worker (its own error "
-        f"feedback), but scheduler={spec_of(typed.scheduler).name} sums on its servers: use an "
-        "all-reducing scheduler (allreduce, wfbp, deft, ...)"
-    )
 
 
 def _check_device(cfg: TrainConfig) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch import Tensor
@@ -28,6 +28,12 @@ def _sum_of_squares(tensor: Tensor) -> Tensor:
     rows: Tensor = torch.linalg.vector_norm(flat[:whole].view(-1, NORM_CHUNK), dim=1).double()
     rest: Tensor = torch.linalg.vector_norm(flat[whole:]).double()
     return (rows * rows).sum() + rest * rest
+
+
+def memory_norm(tensors: Iterable[Tensor]) -> Tensor:
+    """The L2 norm of all of ``tensors`` together, a 0-d tensor where they live (0 for none)."""
+    squares = [_sum_of_squares(t) for t in tensors]
+    return torch.stack(squares).sum().sqrt() if squares else torch.zeros(())
 
 
 class ResidualFeedback:
@@ -65,10 +71,7 @@ class ResidualFeedback:
         self._residuals[name] = residual
 
     def norm(self) -> Tensor:
-        if not self._residuals:
-            return torch.zeros(())
-        squares = torch.stack([_sum_of_squares(r) for r in self._residuals.values()])
-        return squares.sum().sqrt()
+        return memory_norm(self._residuals.values())
 
     def state_dict(self) -> dict[str, Tensor]:
         return {name: r.detach().cpu().clone() for name, r in self._residuals.items()}

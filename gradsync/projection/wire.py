@@ -133,6 +133,11 @@ class Wire:
         return compress + self.transfer_seconds(cluster, elements)
 
 
+STEADY_EPOCH = 2**31 - 1
+"""The epoch the compressors are measured in: past any density warm-up
+(``compressor.warmup_epochs``), as the projected run spends nearly all its steps."""
+
+
 def measure_wire(
     name: str,
     compressor: Compressor,
@@ -157,11 +162,12 @@ def measure_wire(
     )
     fresh = feedback.state_dict()
     buffers = GroupBuffers()  # kept from step to step, as the engine keeps them
-    # Where the compressor runs as configured (after PowerSGD's dense steps); at step 0 for
-    # the others, so that rank 0 decides (CLT-k's leader, DEFT's planner) and what it
-    # broadcasts is real.
+    # Where the compressor runs as configured: past any density warm-up, and past PowerSGD's
+    # dense steps; at step 0 for the others, so that rank 0 decides (CLT-k's leader, DEFT's
+    # planner) and what it broadcasts is real.
     parts = tuple(TensorPart(index, tuple(shape)) for index, shape in enumerate(layer_shapes))
-    group = GroupInfo("gradient", compressor.steady_step, parts=parts, model_tensors=len(parts))
+    step, epoch = compressor.steady_step, STEADY_EPOCH
+    group = GroupInfo("gradient", step, epoch, parts=parts, model_tensors=len(parts))
     sweep = torch.zeros(CACHE_SWEEP_BYTES // 4)
     compress: list[float] = []
     combining: list[float] = []

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.randomk import RandomKCompressor
+from gradsync.compressors.sparse import density_k
 from gradsync.compressors.topk import TopKCompressor
 from gradsync.config.schema import Precision
 from gradsync.feedback.residual import ResidualFeedback
@@ -147,7 +148,10 @@ def _dropped_inf_run(rank: int) -> dict[str, Any]:
     sync = _engine(AllreduceSync, compressor, loss_scale)
     params = list(model.parameters())
     total = sum(p.numel() for p in params)
-    sent = compressor.agree(torch.empty(total), name=sync.group_name(0), step=FAULT_STEP, sizes=[])
+    k = density_k(compressor.density, total)
+    sent = compressor.agree(
+        torch.empty(total), name=sync.group_name(0), step=FAULT_STEP, sizes=[], k=k
+    )
     unsent = next(i for i in range(total) if i not in set(sent.tolist()))
     offsets = list(itertools.accumulate((p.numel() for p in params), initial=0))
     holder = max(i for i in range(len(params)) if offsets[i] <= unsent)

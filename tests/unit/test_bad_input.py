@@ -17,6 +17,32 @@ CASES = [
         "unknown compressor 'nope'; valid options: "
         + ", ".join(sorted(group_options()["compressor"])),
     ),
+    (
+        ["compressor=dgc"],
+        "compressor=dgc applies its own momentum (compressor.momentum), so the "
+        "optimizer must not: set trainer.momentum=0 (got 0.9)",
+    ),
+    (
+        ["compressor=dgc", "trainer.momentum=0", "feedback=residual"],
+        "compressor=dgc accumulates what it does not send itself; an error-feedback residual would "
+        "keep it twice: use feedback=auto (or none)",
+    ),
+    (
+        ["compressor=topk", "compressor.warmup_epochs=-1"],
+        "compressor.warmup_epochs must be >= 0 (0: no warm-up), got -1",
+    ),
+    (
+        ["compressor=topk", "compressor.warmup_epochs=2", "compressor.warmup_density=0.001"],
+        "compressor.warmup_density (0.001) must be >= compressor.density (0.01)",
+    ),
+    (
+        ["compressor=threshold", "compressor.threshold=0.1", "compressor.warmup_epochs=1"],
+        "compressor.warmup_epochs needs compressor.threshold unset",
+    ),
+    (
+        ["compressor=dgc", "trainer.momentum=0", "compressor.clip_norm=0"],
+        "compressor.clip_norm must be > 0 or null (off), got 0",
+    ),
     (["model=resnet9000"], "unknown model 'resnet9000'; valid options: "),
     (["trainer.wrkers=2"], "unknown key 'trainer.wrkers'; valid keys in trainer: workers"),
     (
@@ -54,8 +80,8 @@ CASES = [
     (["feedback=ef"], "unknown feedback 'ef'; valid options: auto, none, residual"),
     (
         ["compressor=powersgd", "feedback=residual"],
-        "compressor=powersgd keeps its own error feedback, so feedback=residual would add a "
-        "second one: use feedback=auto (or none)",
+        "compressor=powersgd accumulates what it does not send itself; an error-feedback "
+        "residual would keep it twice: use feedback=auto (or none)",
     ),
     (
         ["compressor=powersgd", "scheduler=ps_bsp", "trainer.servers=1"],

@@ -4,15 +4,19 @@ scheduler's groups."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from omegaconf import II
 
 from gradsync.config.schema import require
+from gradsync.config.schemas.core import CompressorConfig
 
 
 @dataclass
-class PowerSGDConfig:
+class PowerSGDConfig(CompressorConfig):
     _target_: str = "gradsync.compressors.powersgd.PowerSGDCompressor"
+    keeps_own_residual: ClassVar[bool] = True
+    needs_its_exchange_back: ClassVar[bool] = True
     rank: int = 1
     """r: the rank of each tensor's approximation (``matrix_approximation_rank``)."""
     start_step: int = 10

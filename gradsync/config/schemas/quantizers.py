@@ -9,10 +9,11 @@ from omegaconf import II
 
 from gradsync.compressors.choices import QSGD_MAX_LEVELS
 from gradsync.config.schema import require
+from gradsync.config.schemas.core import CompressorConfig
 
 
 @dataclass
-class TernGradConfig:
+class TernGradConfig(CompressorConfig):
     _target_: str = "gradsync.compressors.terngrad.TernGradCompressor"
     clip: float = 2.5
     """Clip each tensor at clip·σ before ternarizing; 0 turns clipping off."""
@@ -34,7 +35,7 @@ class TernGradConfig:
 
 
 @dataclass
-class QSGDConfig:
+class QSGDConfig(CompressorConfig):
     _target_: str = "gradsync.compressors.qsgd.QSGDCompressor"
     levels: int = 127
     """s: quantization levels per sign. Codes take 2s+1 values and travel at 2 bits (s=1),
@@ -49,17 +50,17 @@ class QSGDConfig:
 
 
 @dataclass
-class SignSGDConfig:
+class SignSGDConfig(CompressorConfig):
     _target_: str = "gradsync.compressors.signsgd.SignSGDCompressor"
 
 
 @dataclass
-class FP16Config:
+class FP16Config(CompressorConfig):
     _target_: str = "gradsync.compressors.fp16.FP16Compressor"
 
 
 @dataclass
-class BF16Config:
+class BF16Config(CompressorConfig):
     _target_: str = "gradsync.compressors.bf16.BF16Compressor"
 
 

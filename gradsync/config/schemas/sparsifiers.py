@@ -1,8 +1,9 @@
-"""Schemas of the sparsifiers that select by magnitude: topk, threshold, cltk, deft."""
+"""Schemas of the sparsifiers that select by magnitude: topk, threshold, cltk, deft, dgc."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from gradsync.compressors.choices import EXCHANGES, SCOPES
 from gradsync.config.schema import require
@@ -56,6 +57,11 @@ class ThresholdConfig(SparsifierConfig):
             self.threshold is None or self.threshold >= 0,
             f"compressor.threshold must be >= 0, got {self.threshold}",
         )
+        require(
+            self.threshold is None or self.warmup_epochs == 0,
+            "compressor.warmup_epochs needs compressor.threshold unset: the warm-up's density "
+            "sets λ, a fixed threshold would ignore it",
+        )
 
 
 @dataclass
@@ -72,11 +78,45 @@ class DEFTConfig(SparsifierConfig):
     non-zero gradient norm."""
 
 
+@dataclass
+class DGCConfig(SparsifierConfig):
+    _target_: str = "gradsync.compressors.dgc.DGCCompressor"
+    applies_momentum: ClassVar[bool] = True
+    keeps_own_residual: ClassVar[bool] = True
+    density: float = 0.001
+    """DGC's 99.9% sparsity."""
+    warmup_epochs: int = 4
+    """DGC warms up over 4 epochs (0.25, 0.063, 0.016, 0.004, then density); 0: off."""
+    momentum: float = 0.9
+    """m of the momentum correction u ← m·u + g, v ← v + u; the optimizer runs with
+    trainer.momentum=0, this replaces it."""
+    clip_norm: float | None = None
+    """Local gradient clipping: each worker rescales its gradient (the group's, one L2 norm over
+    all its tensors) to at most clip_norm·N^(-1/2) for N workers before accumulating it;
+    null: off."""
+    exchange: str = "allgather"
+    """allgather: values and indices of each worker's top-k (GRACE's DGC); union: all-reduce
+    values at the union of the workers' indices."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_exchange(self.exchange, "dgc")
+        require(
+            0 <= self.momentum < 1,
+            f"compressor.momentum must be in [0, 1), got {self.momentum}",
+        )
+        require(
+            self.clip_norm is None or self.clip_norm > 0,
+            f"compressor.clip_norm must be > 0 or null (off), got {self.clip_norm}",
+        )
+
+
 SCHEMAS: dict[str, dict[str, type]] = {
     "compressor": {
         "topk": TopKConfig,
         "threshold": ThresholdConfig,
         "cltk": CLTKConfig,
         "deft": DEFTConfig,
+        "dgc": DGCConfig,
     }
 }

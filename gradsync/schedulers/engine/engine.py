@@ -237,13 +237,14 @@ class ExchangeEngine(SyncComponents):
 
     def _stats(self, numel: int, selected: int | Tensor) -> SyncStats:
         count = self.collective.take_bytes()
+        density = self.compressor.density_at(self._epoch)
         return step_stats(
             self._timer.read(),
             bytes_sent=count.payload,
             bytes_wire=count.wire,
             bytes_dense=numel * self._params[0].element_size(),
-            density_setup=self.compressor.density,
-            density_actual=selected / numel if numel else self.compressor.density,
+            density_setup=density,
+            density_actual=selected / numel if numel else density,
             error_norm=self.memory_norm(),
             extra=self.extra_metrics(),
         )

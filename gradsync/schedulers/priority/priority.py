@@ -375,7 +375,7 @@ class PrioritySync(SyncComponents):
             # The sends are ring all-reduces: counted as TorchCollective counts them.
             bytes_wire=count_main.wire + 2 * (n - 1) / n * self._payload_bytes,
             bytes_dense=numel * self._params[0].element_size(),
-            density_setup=self.compressor.density,
+            density_setup=self.compressor.density_at(self._epoch),
             density_actual=self._selected / numel,
             error_norm=self.memory_norm(),
             extra=extra,

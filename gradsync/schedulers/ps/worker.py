@@ -108,7 +108,7 @@ class PsSync(SyncComponents):
             bytes_sent=pushed.payload + agreed.payload,
             bytes_wire=pushed.wire + agreed.wire,
             bytes_dense=flat.numel() * flat.element_size(),
-            density_setup=self.compressor.density,
+            density_setup=self.compressor.density_at(epoch),
             density_actual=_density(self.compressor, payloads, flat.numel()),
             error_norm=self.memory_norm(),
             # A compressor waiting for the workers to agree (AGREE) is communicating.
