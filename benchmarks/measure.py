@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from gradsync.data.spec import DataSpec
 from gradsync.models.resnet import ResNet
 from gradsync.models.vgg import VGG
+from gradsync.types import GroupInfo, TensorPart
 
 CIFAR10 = DataSpec(task="classification", num_classes=10, input_shape=(3, 32, 32))
 MODELS: dict[str, Callable[[], nn.Module]] = {
@@ -33,6 +34,14 @@ def real_gradient(name: str) -> tuple[Tensor, list[int]]:
     nn.functional.cross_entropy(model(x), y).backward()
     params = [p for p in model.parameters() if p.requires_grad]
     return torch.cat([p.grad.reshape(-1) for p in params]), [p.numel() for p in params]
+
+
+def model_group(name: str, step: int = 0) -> GroupInfo:
+    """``name``'s trainable tensors as one group in model order, with their shapes (what a
+    compressor that works per matrix, PowerSGD, needs), at ``step``."""
+    params = [p for p in MODELS[name]().parameters() if p.requires_grad]
+    parts = tuple(TensorPart(i, tuple(p.shape)) for i, p in enumerate(params))
+    return GroupInfo("all", step, parts=parts, model_tensors=len(parts))
 
 
 def median_time(fn: Callable[[], object], repeats: int) -> float:

@@ -23,11 +23,12 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from benchmarks.measure import median_time, real_gradient, run_job
+from benchmarks.measure import median_time, model_group, real_gradient, run_job
 from benchmarks.report import Part, add_part_arguments, run_parts
 from gradsync.compressors.bf16 import BF16Compressor
 from gradsync.compressors.bitpack import pack, unpack
 from gradsync.compressors.fp16 import FP16Compressor
+from gradsync.compressors.powersgd import PowerSGDCompressor
 from gradsync.compressors.qsgd import QSGDCompressor
 from gradsync.compressors.signsgd import SignSGDCompressor
 from gradsync.compressors.ternary import TERNARY_BITS, ternary_codes
@@ -41,7 +42,7 @@ def _row(name: str, seconds: float, gigabytes: float, copy: float) -> str:
 
 
 def throughput_table(repeats: int) -> str:
-    flat, sizes = real_gradient("ResNet-18")
+    flat, _ = real_gradient("ResNet-18")
     gigabytes = flat.numel() * flat.element_size() / 1e9
     copy_target = torch.empty_like(flat)
     copy = median_time(lambda: copy_target.copy_(flat), repeats)
@@ -73,12 +74,17 @@ def throughput_table(repeats: int) -> str:
         "signsgd": SignSGDCompressor(),
         "fp16": FP16Compressor(),
         "bf16": BF16Compressor(),
+        # Every weight as rank-r factors, after its dense steps; alone, its all-reduce of P
+        # (inside compress) costs nothing here.
+        "powersgd (rank 1)": PowerSGDCompressor(rank=1),
+        "powersgd (rank 4)": PowerSGDCompressor(rank=4),
     }
     for name, compressor in compressors.items():
-        payload, ctx = compressor.compress(flat, group=GroupInfo.of_sizes("all", 0, sizes))
+        group = model_group("ResNet-18", step=compressor.steady_step)
+        payload, ctx = compressor.compress(flat, group=group)
 
-        def compress(c: Compressor = compressor) -> object:
-            return c.compress(flat, group=GroupInfo.of_sizes("all", 0, sizes))
+        def compress(c: Compressor = compressor, g: GroupInfo = group) -> object:
+            return c.compress(flat, group=g)
 
         def decompress(c: Compressor = compressor, p: tuple = payload, x: object = ctx) -> Tensor:
             return c.decompress(p, x)
