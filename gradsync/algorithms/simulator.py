@@ -369,7 +369,7 @@ def deft(
             updates += 1
             compute += update
         compute += between
-    other_work = between + update * updates / iterations
+    other_work = between + update * updates / iterations  # as update_frequency counts them
     return _steady(starts, times, updates, recorder, other_work)
 
 

@@ -171,7 +171,8 @@ class PowerSGDCompressor(DensitySchedule):
         self._errors: dict[str, Tensor] = {}
         self._mean_q: dict[str, Tensor] = {}
         self._last: dict[str, PowerCtx] = {}
-        self._draws = 0  # seeds drawn so far: the generator's state, for a checkpoint
+        self._parts: dict[str, tuple[TensorPart, ...]] = {}
+        """The tensors each group's memory belongs to."""
         self._seeds = np.random.RandomState(seed)
 
     def bind(self, collective: Collective) -> None:
@@ -183,11 +184,13 @@ class PowerSGDCompressor(DensitySchedule):
         if group.step < self.start_step:
             return (flat,), PowerCtx(layout=None, shape=grad.shape)
         self._take_over(group.name)
-        layout = self._layout(group, flat)
+        parts = group.parts or (TensorPart(0, (flat.numel(),)),)
+        self._forget_if_regrouped(group.name, parts)
+        layout = self._layout(group.name, parts)
         error = self._errors.get(group.name)
         compensated = flat if not self.use_error_feedback else flat.clone()
         if error is not None:
-            compensated.add_(error)
+            compensated.add_(error.to(flat.device))  # restored from a checkpoint on the CPU
         q = self._start_q(group.name, layout, flat)
         matrices = [self._view(compensated, m) for m in layout.matrices]
         p = flat.new_empty(layout.p_numel)
@@ -261,9 +264,16 @@ class PowerSGDCompressor(DensitySchedule):
         if self.warm_start:
             self._mean_q[name] = ctx.mean_q
 
-    def _layout(self, group: GroupInfo, flat: Tensor) -> Layout:
-        parts = group.parts or (TensorPart(0, (flat.numel(),)),)
-        key = (group.name, parts)
+    def _forget_if_regrouped(self, name: str, parts: tuple[TensorPart, ...]) -> None:
+        """A scheduler that re-plans its groups (after profiling) gives a name other tensors:
+        that group's memory starts afresh, as the hook's does when DDP rebuilds its buckets."""
+        if self._parts.get(name, parts) != parts:
+            self._errors.pop(name, None)
+            self._mean_q.pop(name, None)
+        self._parts[name] = parts
+
+    def _layout(self, name: str, parts: tuple[TensorPart, ...]) -> Layout:
+        key = (name, parts)
         if key not in self._layouts:
             self._layouts[key] = layout_of(parts, self.rank, self.min_compression_rate)
         return self._layouts[key]
@@ -272,10 +282,10 @@ class PowerSGDCompressor(DensitySchedule):
         """This step's Q: last step's mean, orthogonalized; or new draws."""
         q = self._mean_q.pop(name, None)
         if q is not None:
+            q = q.to(like.device)  # restored from a checkpoint on the CPU
             for q_i in _split(q, layout.matrices, rows=False):
                 orthogonalize(q_i, self.orthogonalization_epsilon)
             return q
-        self._draws += 1
         generator = torch.Generator().manual_seed(int(self._seeds.randint(SEED_RANGE)))
         q = like.new_empty(layout.q_numel)
         for m, q_i in zip(layout.matrices, _split(q, layout.matrices, rows=False), strict=True):
@@ -293,18 +303,18 @@ class PowerSGDCompressor(DensitySchedule):
         return {
             "errors": {k: v.detach().clone() for k, v in self._errors.items()},
             "mean_q": {k: v.detach().clone() for k, v in self._mean_q.items()},
-            "draws": self._draws,
+            "parts": dict(self._parts),
+            "seeds": self._seeds.get_state(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._errors = {k: v.clone() for k, v in state.get("errors", {}).items()}
         self._mean_q = {k: v.clone() for k, v in state.get("mean_q", {}).items()}
         self._last = {}
+        self._parts = dict(state.get("parts", {}))
         self._seeds = np.random.RandomState(self.seed)
-        self._draws = 0
-        for _ in range(int(state.get("draws", 0))):  # the generator where it was
-            self._seeds.randint(SEED_RANGE)
-            self._draws += 1
+        if "seeds" in state:  # the generator where it was
+            self._seeds.set_state(state["seeds"])
 
 
 def _split(flat: Tensor, matrices: tuple[Matrix, ...], *, rows: bool) -> list[Tensor]:

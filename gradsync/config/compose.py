@@ -315,14 +315,18 @@ def _check_compressor_fits_job(cfg: DictConfig, typed: TrainConfig) -> None:
             f"compressor={name} accumulates what it does not send itself; an error-feedback "
             "residual would keep it twice: use feedback=auto (or none)"
         )
-    if (
-        compressor.needs_its_exchange_back
-        and spec_of(typed.scheduler).capabilities.parameter_server
-    ):
+    scheduler = spec_of(typed.scheduler)
+    if compressor.needs_its_exchange_back and scheduler.capabilities.parameter_server:
         raise ConfigError(
             f"compressor={name} needs what the workers exchanged back on each worker (its own "
-            f"error feedback), but scheduler={spec_of(typed.scheduler).name} sums on its "
-            "servers: use an all-reducing scheduler (allreduce, wfbp, deft, ...)"
+            f"error feedback), but scheduler={scheduler.name} sums on its servers: use an "
+            "all-reducing scheduler (allreduce, wfbp, bytescheduler, ...)"
+        )
+    if compressor.keeps_own_residual and not scheduler.capabilities.compresses_each_group_once:
+        raise ConfigError(
+            f"compressor={name} keeps a memory per group, updated once a step, but "
+            f"scheduler={scheduler.name} may compress a bucket twice in one step: use "
+            "allreduce, wfbp, bytescheduler, usbyte or a pipelined scheduler"
         )
 
 

@@ -72,6 +72,10 @@ class Capabilities:
     equals_allreduce: bool = False
     """With ``compressor=none`` it trains exactly as ``scheduler=allreduce`` does (the same
     mean gradient, applied once per step), whatever it overlaps."""
+    compresses_each_group_once: bool = True
+    """Each step compresses each of its groups once, as whole tensors; False: a group may be
+    compressed twice in one step and cut tensors (DeFT's buckets of the gradient in flight and
+    of the new one), which a compressor with per-group memory of its own cannot follow."""
     loss_scaling: bool = False
     """It takes ``trainer.precision=fp16``: every worker applies each step's gradient in that
     step (the exchange engine's ``step``), so an overflowing step is skipped on all of them at
@@ -217,6 +221,7 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
                 overlaps_backward=True,
                 concurrent_exchanges=True,
                 decisions=("capacity_scale", "mu"),
+                compresses_each_group_once=False,
             ),
             cost_model="gradsync.schedulers.deft.cost:iteration",
             simulate_variants=((), ("scheduler.links=2",)),

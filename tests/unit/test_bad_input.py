@@ -89,6 +89,15 @@ CASES = [
     ),
     (["compressor=powersgd", "compressor.rank=0"], "compressor.rank must be >= 1, got 0"),
     (
+        ["compressor=powersgd", "scheduler=deft"],
+        "compressor=powersgd keeps a memory per group, updated once a step, but scheduler=deft "
+        "may compress a bucket twice in one step",
+    ),
+    (
+        ["compressor=dgc", "trainer.momentum=0", "scheduler=deft"],
+        "compressor=dgc keeps a memory per group, updated once a step, but scheduler=deft",
+    ),
+    (
         ["scheduler=omgs", "scheduler.rule=best"],
         "unknown scheduler.rule 'best'; valid: paper, code",
     ),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
 
 from gradsync.compressors.topk import TopKCompressor
 from gradsync.config.compose import CONFIG_MODULE
@@ -14,7 +15,7 @@ from gradsync.config.discovery import group_options
 from gradsync.config.instantiate import build
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.group_buffers import GroupBuffers
-from gradsync.types import GroupInfo
+from gradsync.types import GroupInfo, OwnMemory, TensorPart
 
 
 def _pointers(buffers: GroupBuffers, steps: int, *, stepped: bool = True) -> list[int]:
@@ -73,10 +74,26 @@ def test_every_compressor_decompresses_into_a_given_tensor_as_into_a_new_one(nam
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         cfg = compose("train", overrides=[f"compressor={name}"])
     compressor = build(cfg.compressor, path="compressor")
-    sizes = [40, 7, 113]
-    grad = torch.randn(sum(sizes), generator=torch.Generator().manual_seed(0))
-    payload, ctx = compressor.compress(grad.clone(), group=GroupInfo.of_sizes("g", 0, sizes))
+    # A matrix PowerSGD compresses, a vector, a vector too small to matter; past any dense
+    # start, as in a run's steady steps.
+    parts = (TensorPart(0, (8, 5)), TensorPart(1, (7,)), TensorPart(2, (113,)))
+    group = GroupInfo("g", compressor.steady_step, parts=parts, model_tensors=len(parts))
+    grad = torch.randn(160, generator=torch.Generator().manual_seed(0))
+    payload, ctx = compressor.compress(grad.clone(), group=group)
     fresh = compressor.decompress(payload, ctx)
     given = torch.full_like(grad, 7.0)  # whatever the buffer held before
     into = compressor.decompress(payload, ctx, out=given)
     assert torch.equal(into, fresh)
+
+
+@pytest.mark.parametrize("name", group_options()["compressor"])
+def test_a_compressor_keeps_its_own_memory_exactly_where_its_schema_says(name):
+    """The schema's ``keeps_own_residual`` (config checks) and the compressor's ``OwnMemory``
+    (the logged error norm) are two sides of one fact."""
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        cfg = compose("train", overrides=[f"compressor={name}"])
+    schema = OmegaConf.to_object(cfg.compressor)
+    built = build(cfg.compressor, path="compressor")
+    assert getattr(schema, "keeps_own_residual", False) == isinstance(built, OwnMemory)
+    if isinstance(built, OwnMemory):
+        assert not built.error_feedback, "feedback=auto must not add a residual"
