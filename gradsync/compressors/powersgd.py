@@ -248,9 +248,12 @@ class PowerSGDCompressor(DensitySchedule):
 
     # ---- state across steps --------------------------------------------------------------------
     def memory_norm(self) -> Tensor:
+        self._take_over_all()
+        return memory_norm(self._errors.values())
+
+    def _take_over_all(self) -> None:
         for name in list(self._last):
             self._take_over(name)
-        return memory_norm(self._errors.values())
 
     def _take_over(self, name: str) -> None:
         """Keep what the group's last step left once it was decompressed: its error and mean Q
@@ -298,8 +301,7 @@ class PowerSGDCompressor(DensitySchedule):
         return flat[m.offset : m.offset + m.rows * m.cols].view(1, m.rows, m.cols)
 
     def state_dict(self) -> dict[str, Any]:
-        for name in list(self._last):
-            self._take_over(name)
+        self._take_over_all()
         return {
             "errors": {k: v.detach().clone() for k, v in self._errors.items()},
             "mean_q": {k: v.detach().clone() for k, v in self._mean_q.items()},
