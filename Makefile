@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install run test test-full lint typecheck format bench reproduce clean
+.PHONY: install run test test-full lint typecheck docs format bench reproduce clean
 
 install: $(VENV)/.installed
 
@@ -25,10 +25,15 @@ lint: install
 typecheck: install
 	$(BIN)/python -m mypy
 
-test: lint typecheck
+# The documentation site (Sphinx + MyST, docs/conf.py) into build/docs; any warning (a broken
+# link or anchor, a page in no table of contents) fails it.
+docs: install
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs build/docs
+
+test: lint typecheck docs
 	$(BIN)/python -m pytest
 
-test-full: lint typecheck
+test-full: lint typecheck docs
 	$(BIN)/python -m pytest -m ""
 
 format: install
@@ -46,4 +51,4 @@ reproduce: install
 	$(BIN)/python -m benchmarks.reproduce --write
 
 clean:
-	rm -rf $(VENV) outputs multirun .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) build outputs multirun .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,312 @@
+"""What every config group, option and key means, read from where each is defined.
+
+One source feeds ``gradsync run GROUP=OPTION --help`` and the documentation's configuration
+reference (``docs/gen_pages.py``), so neither can drift from the schemas:
+
+- a key's meaning is the docstring under its field in the option's schema (a dataclass in
+  ``gradsync/config/schema.py`` or ``gradsync/config/schemas/``), its default is the composed
+  option's value (the YAML file may change the schema's), its type the field's annotation;
+- an option's meaning is its scheduler's registry ``summary``, or else the comment that opens
+  its YAML file in ``conf/<group>/``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import enum
+import inspect
+import re
+import textwrap
+import typing
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG, ROOT_CONFIG_FILE
+
+GROUP_MEANINGS: dict[str, str] = {
+    "model": "The network trained.",
+    "dataset": "The data, its loader and its test split.",
+    "compressor": "What each worker sends of its gradient.",
+    "feedback": "What a worker keeps of what its compressor did not send (error feedback).",
+    "scheduler": "When and how the workers exchange: the order, grouping and timing of the "
+    "collectives, or parameter servers.",
+    "trainer": "The optimization and the job's shape: workers, device, precision, optimizer, "
+    "schedule, checkpoints.",
+    "runner": "Where the worker processes start: this host, an emulated network, Slurm, torchrun.",
+    "logger": "Where metrics go besides the run directory.",
+    "experiment": "Named recipes that set several groups and keys at once.",
+}
+"""One line per config group, for ``--help`` and the reference."""
+
+
+@dataclass(frozen=True)
+class KeyDoc:
+    key: str
+    """The dotted key as given on the command line (``compressor.density``)."""
+    type: str
+    default: str
+    meaning: str
+    """The field's docstring, as one paragraph ("" when it has none)."""
+
+    @property
+    def summary(self) -> str:
+        return first_sentence(self.meaning)
+
+
+@dataclass(frozen=True)
+class OptionDoc:
+    group: str
+    option: str
+    meaning: str
+    """What the option is (a paragraph; its first sentence is its summary)."""
+    keys: tuple[KeyDoc, ...]
+
+    @property
+    def summary(self) -> str:
+        return first_sentence(self.meaning)
+
+
+_ABBREVIATIONS = ("e.g.", "i.e.", "cf.", "vs.", "et al.")
+
+
+def first_sentence(text: str) -> str:
+    """The text's first sentence, on one line."""
+    flat = " ".join(text.split())
+    for match in re.finditer(r"(?<=[.!?])\s+(?=[A-Z(`\"'])", flat):
+        if not flat[: match.start()].endswith(_ABBREVIATIONS):
+            return flat[: match.start()]
+    return flat
+
+
+@cache
+def _own_field_docs(cls: type) -> dict[str, str]:
+    """The docstrings under the fields ``cls`` itself defines (attribute docstrings, which
+    Python keeps only in the source)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    tree = ast.parse(source).body[0]
+    if not isinstance(tree, ast.ClassDef):
+        return {}
+    docs: dict[str, str] = {}
+    for statement, following in zip(tree.body, tree.body[1:], strict=False):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[statement.target.id] = " ".join(inspect.cleandoc(following.value.value).split())
+    return docs
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """``{field: docstring}`` of a schema, its bases' fields included (a subclass's wins)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        docs.update(_own_field_docs(klass))
+    return docs
+
+
+def user_fields(cls: type) -> list[dataclasses.Field[Any]]:
+    """The fields a user sets: not Hydra's ``_target_``/``_partial_``."""
+    return [f for f in dataclasses.fields(cls) if not f.name.startswith("_")]
+
+
+def _type_text(cls: type, name: str, annotation: object) -> str:
+    try:
+        hint = typing.get_type_hints(cls)[name]
+    except Exception:  # forward references only the type checker resolves: show the text
+        return str(annotation)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return " | ".join(str(member.value) for member in hint)
+    return str(annotation)
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, DictConfig | ListConfig):
+        value = OmegaConf.to_container(value, resolve=False, enum_to_str=True)
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def schema_keys(cls: type, node: DictConfig, prefix: str) -> list[KeyDoc]:
+    """Every key of ``cls`` under ``prefix``, with its value in ``node``; a nested schema's
+    keys follow under its own name."""
+    docs = field_docs(cls)
+    keys: list[KeyDoc] = []
+    for f in user_fields(cls):
+        key = f"{prefix}.{f.name}"
+        value = node._get_node(f.name)  # unresolved: ${...} shows as written
+        nested = OmegaConf.get_type(node, f.name) if isinstance(value, DictConfig) else None
+        if nested is not None and dataclasses.is_dataclass(nested):
+            keys.append(KeyDoc(key, nested.__name__, "(below)", docs.get(f.name, "")))
+            keys += schema_keys(nested, node[f.name], key)
+            continue
+        shown = value._value() if value is not None and not isinstance(value, DictConfig) else value
+        text = _value_text(shown)
+        keys.append(KeyDoc(key, _type_text(cls, f.name, f.type), text, docs.get(f.name, "")))
+    return keys
+
+
+def _yaml_comment(group: str, option: str) -> str:
+    """The comment that opens ``conf/<group>/<option>.yaml`` (Hydra's ``@package`` line aside),
+    as one paragraph."""
+    path = ROOT_CONFIG_FILE.parent / group / f"{option}.yaml"
+    lines: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        text = line.lstrip("#").strip()
+        if not text.startswith("@package"):
+            lines.append(text)
+    return " ".join(" ".join(lines).split())
+
+
+def option_meaning(group: str, option: str) -> str:
+    from gradsync.schedulers.registry import SCHEDULERS
+
+    if group == "scheduler":
+        return SCHEDULERS[option].summary
+    return _yaml_comment(group, option)
+
+
+def compose_option(group: str, option: str) -> DictConfig:
+    """The root config with ``group=option`` chosen (not resolved, not checked)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from gradsync.config.schema import register_schemas
+
+    register_schemas()
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return compose(ROOT_CONFIG, overrides=[f"{group}={option}"])
+
+
+def option_doc(group: str, option: str) -> OptionDoc:
+    """What ``group=option`` is and every key it has. An experiment has no keys of its own:
+    it sets other groups' (its YAML shows which)."""
+    keys: tuple[KeyDoc, ...] = ()
+    if group != "experiment":
+        cfg = compose_option(group, option)
+        schema = OmegaConf.get_type(cfg, group)
+        if schema is not None and dataclasses.is_dataclass(schema):
+            keys = tuple(schema_keys(schema, cfg[group], group))
+    return OptionDoc(group, option, option_meaning(group, option), keys)
+
+
+def root_keys() -> list[KeyDoc]:
+    """The run-level keys (not in a group), such as ``name``."""
+    from gradsync.config.schema import TrainConfig
+
+    docs = field_docs(TrainConfig)
+    cfg = OmegaConf.structured(TrainConfig)
+    return [
+        KeyDoc(f.name, str(f.type), _value_text(cfg._get_node(f.name)), docs.get(f.name, ""))
+        for f in user_fields(TrainConfig)
+        if f.name not in GROUP_MEANINGS
+    ]
+
+
+def all_option_docs() -> dict[str, list[OptionDoc]]:
+    """``{group: [OptionDoc, ...]}`` for every user-facing group and option."""
+    from gradsync.config.discovery import group_options
+
+    return {
+        group: [option_doc(group, option) for option in options]
+        for group, options in group_options().items()
+    }
+
+
+def undocumented(docs: dict[str, list[OptionDoc]]) -> list[str]:
+    """Every option and key that has no meaning written down, as ``group=option`` or a key."""
+    missing: list[str] = []
+    for group, options in docs.items():
+        if group not in GROUP_MEANINGS:
+            missing.append(f"group {group}")
+        for option in options:
+            if not option.meaning:
+                missing.append(f"{group}={option.option}")
+            missing += [
+                f"{key.key} ({group}={option.option})" for key in option.keys if not key.meaning
+            ]
+    return missing
+
+
+def option_help(group: str, option: str) -> str:
+    """``gradsync run GROUP=OPTION --help``'s part for one option: its summary and keys."""
+    doc = option_doc(group, option)
+    lines = [f"{group}={option}: {doc.summary}"]
+    width = max((len(key.key) for key in doc.keys), default=0)
+    for key in doc.keys:
+        lines.append(f"  {key.key:<{width}}  {key.summary} (default {key.default})")
+    return "\n".join(lines)
+
+
+def trainer_help() -> str:
+    return option_help("trainer", "default")
+
+
+def _escape_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _code_cell(text: str) -> str:
+    return f"`{text}`" if text else ""
+
+
+def reference_markdown(docs: dict[str, list[OptionDoc]], method_pages: dict[str, str]) -> str:
+    """The configuration reference page: every group, option and key. ``method_pages`` maps
+    ``group=option`` to the page (relative to the reference) that explains the method."""
+    out = [
+        "# Configuration reference",
+        "",
+        "Generated from the schemas (`gradsync/config/schema.py`, `gradsync/config/schemas/`, "
+        "the scheduler registry) and the options' YAML files in `conf/`, as "
+        "`gradsync run GROUP=OPTION --help` shows them. Set a key with `key=value` on the "
+        "command line; choose an option with `group=option`.",
+        "",
+        "## Run-level keys",
+        "",
+        "| key | type | default | meaning |",
+        "|---|---|---|---|",
+    ]
+    out += [_key_row(key) for key in root_keys()]
+    for group, options in docs.items():
+        out += ["", f"## {group}", "", GROUP_MEANINGS.get(group, ""), ""]
+        for option in options:
+            out += ["", f"### {group}={option.option}", ""]
+            page = method_pages.get(f"{group}={option.option}")
+            link = f" See [{option.option}]({page})." if page else ""
+            out += [option.meaning + link, ""]
+            if option.keys:
+                out += ["| key | type | default | meaning |", "|---|---|---|---|"]
+                out += [_key_row(key) for key in option.keys]
+    return "\n".join(out) + "\n"
+
+
+def _key_row(key: KeyDoc) -> str:
+    cells = [
+        _code_cell(key.key),
+        _escape_cell(_code_cell(key.type)),
+        _escape_cell(_code_cell(key.default)),
+        _escape_cell(key.meaning),
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def conf_dir() -> Path:
+    return ROOT_CONFIG_FILE.parent
