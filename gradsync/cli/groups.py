@@ -1,7 +1,10 @@
 """The config groups and their options, as ``gradsync --help`` and ``gradsync run --help`` list
-them."""
+them, and an option's keys with their meanings (``gradsync run GROUP=OPTION --help``)."""
 
 from __future__ import annotations
+
+import shutil
+import textwrap
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -17,4 +20,23 @@ def groups_text() -> str:
     for group, options in group_options().items():
         shown = [f"{o}*" if chosen.get(group) == o else o for o in options]
         lines.append(f"  {group:<11} {', '.join(shown) if shown else '(none yet)'}")
+    return "\n".join(lines)
+
+
+def keys_help(group: str, option: str) -> str:
+    """``group=option``'s summary, then each of its keys: name, default, and the first sentence
+    of its meaning (``gradsync.config.reference``, the source of the docs' reference too)."""
+    from gradsync.config.reference import option_doc
+
+    doc = option_doc(group, option)
+    width = min(shutil.get_terminal_size().columns, 100)
+    wrap = textwrap.TextWrapper(width, break_on_hyphens=False, break_long_words=False)
+    wrap.subsequent_indent = "  "
+    lines = wrap.wrap(f"{group}={option}: {doc.summary}")
+    wrap.initial_indent = wrap.subsequent_indent = "      "
+    if group == "experiment":
+        lines.append("  (a recipe: it sets other groups' options and keys; see --cfg job)")
+    for key in doc.keys:
+        lines.append(f"  {key.key}={key.default}")
+        lines += wrap.wrap(key.summary)
     return "\n".join(lines)

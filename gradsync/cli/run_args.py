@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradsync.cli.command import CommandParser
-from gradsync.cli.groups import groups_text
+from gradsync.cli.groups import groups_text, keys_help
 from gradsync.config.compose import ConfigError
 
 INFO_CHOICES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
@@ -33,7 +33,10 @@ HYDRA_FLAGS: tuple[tuple[str, str | None, dict[str, object]], ...] = (
 )
 
 
-def run_help() -> str:
+def run_help(args: list[str] | None = None) -> str:
+    """The help of ``gradsync run``; with ``group=option`` among ``args``, that option's keys
+    (else the trainer's, which every job has), each with its meaning."""
+    chosen = chosen_options(args or [])
     return "\n".join(
         [
             "usage: gradsync run [-m] [group=option ...] [key=value ...]\n",
@@ -41,15 +44,37 @@ def run_help() -> str:
             "Outputs go to hydra.run.dir (default outputs/DATE/TIME) or, with -m, to",
             "hydra.sweep.dir/N (default multirun/DATE/TIME/N) plus a sweep summary.csv.\n",
             groups_text(),
-            "\nshow every key and its value: gradsync run --cfg job [overrides]",
+            "",
+            *[keys_help(group, option) for group, option in chosen or [("trainer", "default")]],
+            "\nan option's keys:              gradsync run GROUP=OPTION --help",
+            "show every key and its value: gradsync run --cfg job [overrides]",
             "Hydra's own options:           gradsync run --hydra-help",
         ]
     )
 
 
-def _parser() -> CommandParser:
+def chosen_options(args: list[str]) -> list[tuple[str, str]]:
+    """The ``group=option`` choices among ``args`` (one value each; ConfigError, one line, for
+    an option that does not exist)."""
+    from gradsync.config.discovery import group_options
+
+    groups = group_options()
+    chosen: list[tuple[str, str]] = []
+    for arg in args:
+        group, equals, option = arg.lstrip("+").partition("=")
+        if arg.startswith("-") or not equals or group not in groups or "," in option:
+            continue
+        if option not in groups[group]:
+            raise ConfigError(
+                f"unknown {group} '{option}'; valid options: {', '.join(groups[group])}"
+            )
+        chosen.append((group, option))
+    return chosen
+
+
+def _parser(args: list[str]) -> CommandParser:
     # No abbreviations: Hydra's flags are passed on exactly as Hydra spells them.
-    parser = CommandParser("run", help_text=run_help, allow_abbrev=False)
+    parser = CommandParser("run", help_text=lambda: run_help(args), allow_abbrev=False)
     parser.add_argument("overrides", nargs="*")
     parser.add_argument("-m", "--multirun", action="store_true")
     for long, short, how in HYDRA_FLAGS:
@@ -76,7 +101,7 @@ class RunArgs:
 def parse_run_args(args: list[str]) -> RunArgs | None:
     """``gradsync run``'s arguments; None when the help was asked for (and printed);
     ConfigError (one line) when they cannot work."""
-    parsed = _parser().parse(args)
+    parsed = _parser(args).parse(args)
     if parsed is None:
         return None
     printing = [f"--{name.replace('_', '-')}" for name in PRINTING if getattr(parsed, name)]

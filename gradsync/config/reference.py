@@ -44,6 +44,10 @@ GROUP_MEANINGS: dict[str, str] = {
 """One line per config group, for ``--help`` and the reference."""
 
 
+KEYLESS_GROUP = "experiment"
+"""Its options set other groups' options and keys and have none of their own."""
+
+
 @dataclass(frozen=True)
 class KeyDoc:
     key: str
@@ -183,8 +187,9 @@ def option_meaning(group: str, option: str) -> str:
     return _yaml_comment(group, option)
 
 
-def compose_option(group: str, option: str) -> DictConfig:
-    """The root config with ``group=option`` chosen (not resolved, not checked)."""
+def compose_options(choices: dict[str, str]) -> DictConfig:
+    """The root config with ``group=option`` chosen for each of ``choices`` (not resolved, not
+    checked: composing alone never refuses a combination)."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
@@ -192,20 +197,25 @@ def compose_option(group: str, option: str) -> DictConfig:
 
     register_schemas()
     GlobalHydra.instance().clear()
+    overrides = [f"{group}={option}" for group, option in choices.items()]
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        return compose(ROOT_CONFIG, overrides=[f"{group}={option}"])
+        return compose(ROOT_CONFIG, overrides=overrides)
+
+
+def _option_doc(cfg: DictConfig | None, group: str, option: str) -> OptionDoc:
+    """``group=option``'s doc from a config in which it is chosen. An experiment (``cfg``
+    None) has no keys of its own: it sets other groups' (its YAML shows which)."""
+    keys: tuple[KeyDoc, ...] = ()
+    schema = None if cfg is None else OmegaConf.get_type(cfg, group)
+    if cfg is not None and schema is not None and dataclasses.is_dataclass(schema):
+        keys = tuple(schema_keys(schema, cfg[group], group))
+    return OptionDoc(group, option, option_meaning(group, option), keys)
 
 
 def option_doc(group: str, option: str) -> OptionDoc:
-    """What ``group=option`` is and every key it has. An experiment has no keys of its own:
-    it sets other groups' (its YAML shows which)."""
-    keys: tuple[KeyDoc, ...] = ()
-    if group != "experiment":
-        cfg = compose_option(group, option)
-        schema = OmegaConf.get_type(cfg, group)
-        if schema is not None and dataclasses.is_dataclass(schema):
-            keys = tuple(schema_keys(schema, cfg[group], group))
-    return OptionDoc(group, option, option_meaning(group, option), keys)
+    """What ``group=option`` is and every key it has."""
+    cfg = None if group == KEYLESS_GROUP else compose_options({group: option})
+    return _option_doc(cfg, group, option)
 
 
 def root_keys() -> list[KeyDoc]:
@@ -225,10 +235,18 @@ def all_option_docs() -> dict[str, list[OptionDoc]]:
     """``{group: [OptionDoc, ...]}`` for every user-facing group and option."""
     from gradsync.config.discovery import group_options
 
-    return {
-        group: [option_doc(group, option) for option in options]
-        for group, options in group_options().items()
-    }
+    groups = {g: options for g, options in group_options().items() if g != KEYLESS_GROUP}
+    docs: dict[str, list[OptionDoc]] = {group: [] for group in group_options()}
+    # One composition chooses the i-th option of every group at once: a dozen compositions
+    # instead of one per option.
+    for i in range(max(len(options) for options in groups.values())):
+        choices = {g: options[i] for g, options in groups.items() if i < len(options)}
+        cfg = compose_options(choices)
+        for group, option in choices.items():
+            docs[group].append(_option_doc(cfg, group, option))
+    for option in group_options().get(KEYLESS_GROUP, []):
+        docs[KEYLESS_GROUP].append(_option_doc(None, KEYLESS_GROUP, option))
+    return docs
 
 
 def undocumented(docs: dict[str, list[OptionDoc]]) -> list[str]:
@@ -244,20 +262,6 @@ def undocumented(docs: dict[str, list[OptionDoc]]) -> list[str]:
                 f"{key.key} ({group}={option.option})" for key in option.keys if not key.meaning
             ]
     return missing
-
-
-def option_help(group: str, option: str) -> str:
-    """``gradsync run GROUP=OPTION --help``'s part for one option: its summary and keys."""
-    doc = option_doc(group, option)
-    lines = [f"{group}={option}: {doc.summary}"]
-    width = max((len(key.key) for key in doc.keys), default=0)
-    for key in doc.keys:
-        lines.append(f"  {key.key:<{width}}  {key.summary} (default {key.default})")
-    return "\n".join(lines)
-
-
-def trainer_help() -> str:
-    return option_help("trainer", "default")
 
 
 def _escape_cell(text: str) -> str:

@@ -83,38 +83,57 @@ class TrainerConfig:
     workers: int = 2
     """Worker processes (data-parallel ranks)."""
     device: Device = Device.cpu
+    """cpu, or cuda: one GPU per worker, collectives over NCCL (gloo on cpu)."""
     precision: Precision = Precision.fp32
     """fp32; bf16 or fp16: the forward pass and loss under ``torch.autocast``; fp16 also scales
     the loss (``torch.amp.GradScaler``), skipping a step whose gradients overflow on any
     worker."""
     epochs: int = 10
+    """Passes over each worker's shard of the training set."""
     max_steps: int | None = None
     """Stop after this many optimizer steps in total (None: run all epochs)."""
     batch_size: int = 32
     """Samples per worker per step; the global batch is workers × batch_size."""
     lr: float = 0.05
+    """Learning rate of the optimizer (before lr_schedule)."""
     optimizer: OptimizerName = OptimizerName.sgd
+    """sgd (with momentum, nesterov, weight_decay) or adam (adam_betas, weight_decay)."""
     momentum: float = 0.9
+    """SGD momentum (0: none); set 0 with compressors that apply their own (dgc)."""
     nesterov: bool = False
+    """Nesterov momentum for sgd (needs momentum > 0)."""
     weight_decay: float = 0.0
+    """L2 penalty the optimizer adds to every parameter's gradient."""
     lr_schedule: LRSchedule = LRSchedule.constant
+    """constant; step: times lr_gamma every lr_step_epochs; multistep: times lr_gamma at each of
+    lr_milestones; cosine: to 0 over the run; poly: see lr_power."""
     lr_step_epochs: int = 30
+    """Epochs between decays of lr_schedule=step."""
     lr_milestones: list[int] = field(default_factory=list)
+    """Epochs at which lr_schedule=multistep multiplies the rate by lr_gamma."""
     lr_gamma: float = 0.1
+    """Factor of each decay of lr_schedule=step and multistep."""
     lr_power: float = 0.5
     """Exponent of lr_schedule=poly: lr · (1 - step/total_steps) ** lr_power."""
     adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    """Adam's two moment decay rates (optimizer=adam)."""
     seed: int = 0
+    """Seed of the model's initialization, data order and random compressors; every worker draws the
+    same model."""
     log_every: int = 10
+    """Log training metrics every this many steps (metrics.jsonl, console, wandb)."""
     eval_every_epochs: int = 1
+    """Evaluate on the test split every this many epochs (and after the last)."""
     checkpoint: bool = True
     """Save a resumable checkpoint at every epoch end and at the last step."""
     resume: str | None = None
     """A checkpoint directory, or a run directory whose latest checkpoint is used."""
     threads_per_worker: int = 1
+    """torch's intra-op threads in each worker process."""
     loader_workers: int = 0
     """DataLoader worker processes per training worker (0: load in the training process)."""
     eval_batch_size: int = 256
+    """Samples per batch when evaluating."""
     comm_timeout_s: int = 120
     """A collective that gets no reply from a peer for this long fails the job (a worker that
     hangs or died inside a collective), instead of waiting forever."""

@@ -32,6 +32,7 @@ class MLPConfig(TaskBound):
     _target_: str = "gradsync.models.mlp.MLP"
     _partial_: bool = True
     hidden: list[int] = field(default_factory=lambda: [128, 64])
+    """Widths of the hidden layers, input to output."""
 
     def __post_init__(self) -> None:
         require(all(h >= 1 for h in self.hidden), "model.hidden sizes must be >= 1")
@@ -42,7 +43,10 @@ class CNNConfig(TaskBound):
     _target_: str = "gradsync.models.cnn.CNN"
     _partial_: bool = True
     channels: list[int] = field(default_factory=lambda: [16, 32])
+    """Output channels of each 3×3 convolution (ReLU after each; one 2×2 max-pool after the
+    last)."""
     hidden: int = 64
+    """Width of the fully connected layer before the classifier."""
 
     def __post_init__(self) -> None:
         require(len(self.channels) >= 1, "model.channels needs at least one entry")
@@ -55,7 +59,9 @@ class CNNConfig(TaskBound):
 class DigitsConfig(TaskBound):
     _target_: str = "gradsync.data.digits.Digits"
     test_fraction: float = 0.2
+    """Fraction of scikit-learn's 1,797 digits held out as the test split."""
     split_seed: int = 0
+    """Seed of the train/test split (fixed, so every run tests on the same images)."""
 
     def __post_init__(self) -> None:
         require(
@@ -124,6 +130,8 @@ class SparsifierConfig(CompressorConfig):
 class RandomKConfig(SparsifierConfig):
     _target_: str = "gradsync.compressors.randomk.RandomKCompressor"
     seed: int = II("trainer.seed")
+    """Seed of the random index selection; every worker draws the same indices (default:
+    trainer.seed)."""
 
 
 # ---- error feedback -----------------------------------------------------------------------
@@ -192,6 +200,8 @@ class LocalRunnerConfig(RunnerConfig):
     _target_: str = "runners.local.LocalRunner"
     starts_processes_here: ClassVar[bool] = True
     workers: int = II("trainer.processes")
+    """Processes this runner starts: the workers, then any parameter servers. Derived from
+    trainer.processes."""
     grace_period_s: float = 3.0
     """How long surviving workers get to exit after one fails, before they are killed."""
 
@@ -262,9 +272,12 @@ class SlurmRunnerConfig(RunnerConfig):
     """What Hydra's launcher asks once for the whole array: the same for every job of a sweep
     (what jobs derive from swept trainer values, tasks, GPUs and cores, is ``_array_shape``'s)."""
     workers: int = II("trainer.processes")
+    """Tasks each job runs: the workers, then any parameter servers. Derived from
+    trainer.processes."""
     nodes: int = 1
     """Nodes per job; each runs trainer.workers / nodes workers (tasks)."""
     partition: str | None = None
+    """Slurm partition (``--partition``); null: the cluster's default."""
     time_min: int = 60
     """Time limit of each job, in minutes."""
     cpus_per_task: int = II(
@@ -285,8 +298,11 @@ class SlurmRunnerConfig(RunnerConfig):
     exclude: str | None = None
     """Nodes the job must not run on (``--exclude``, e.g. ``gpu[07-08]``)."""
     mem_gb: int | None = None
+    """Memory per node in GB (``--mem``); null: the cluster's default."""
     account: str | None = None
+    """Account charged for the job (``--account``); null: your default."""
     qos: str | None = None
+    """Quality of service (``--qos``); null: the default."""
     setup: list[str] = field(default_factory=list)
     """Shell lines the job script runs before srun starts the tasks (``module load cuda``,
     ``source venv/bin/activate``, ``export NCCL_SOCKET_IFNAME=ib0``)."""
@@ -301,6 +317,8 @@ class SlurmRunnerConfig(RunnerConfig):
     """Times a job that hits its time limit or is preempted is requeued; it resumes from its
     last checkpoint."""
     report_grace_s: float = 3.0
+    """How long a failed task waits for its peers' error reports before it names the first
+    failure."""
 
     def __post_init__(self) -> None:
         require(self.nodes >= 1, f"runner.nodes must be >= 1, got {self.nodes}")
@@ -391,7 +409,11 @@ class TorchrunRunnerConfig(RunnerConfig):
 
     _target_: str = "runners.torchrun.TorchrunRunner"
     workers: int = II("trainer.processes")
+    """Processes torchrun must start in all (``--nnodes`` × ``--nproc-per-node``). Derived from
+    trainer.processes."""
     report_grace_s: float = 3.0
+    """How long a failed process waits for its peers' error reports before it names the first
+    failure."""
 
     def workers_starting_here(self, workers: int) -> int | None:
         # This node's processes (torchrun's LOCAL_WORLD_SIZE), of which those below
@@ -421,9 +443,13 @@ class TorchrunRunnerConfig(RunnerConfig):
 @dataclass
 class WandbConfig:
     project: str = "gradsync"
+    """wandb project the run is logged to."""
     entity: str | None = None
+    """wandb user or team; null: the client's default."""
     group: str | None = None
+    """wandb run group; null: the run's name."""
     tags: list[str] = field(default_factory=list)
+    """wandb tags of the run."""
     mode: str = "offline"
     """offline (default), online or disabled; WANDB_MODE in the environment takes precedence."""
 
@@ -437,6 +463,7 @@ class LoggerConfig:
     progress: bool = True
     """tqdm progress bar on rank 0 (only when the terminal is interactive)."""
     wandb: WandbConfig | None = None
+    """Settings of the wandb client; null: no wandb (logger=console)."""
 
 
 SCHEMAS: dict[str, dict[str, type]] = {

@@ -29,6 +29,7 @@ class ResNetConfig(ImageModelConfig):
     _target_: str = "gradsync.models.resnet.ResNet"
     _partial_: bool = True
     depth: int = 18
+    """Layers: 18, 50 or 101 (torchvision's ResNets)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -41,7 +42,9 @@ class VGGConfig(ImageModelConfig):
     _target_: str = "gradsync.models.vgg.VGG"
     _partial_: bool = True
     depth: int = 16
+    """Layers: 16 or 19."""
     batch_norm: bool = True
+    """Batch normalization after each convolution."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -54,6 +57,7 @@ class AlexNetConfig(ImageModelConfig):
     _target_: str = "gradsync.models.alexnet.AlexNet"
     _partial_: bool = True
     dropout: float = 0.2
+    """Dropout probability of the classifier's fully connected layers."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -71,6 +75,7 @@ class CifarNetConfig(TaskBound):
     _target_: str = "gradsync.models.cifarnet.CifarNet"
     _partial_: bool = True
     dropout: float = 0.5
+    """Dropout probability before the classifier."""
 
     def __post_init__(self) -> None:
         require(0 <= self.dropout < 1, f"model.dropout must be in [0, 1), got {self.dropout}")
@@ -161,12 +166,19 @@ class SyntheticConfig(TaskBound):
     kind: str = "images"
     """images (classification) or tokens (language_model)."""
     num_samples: int = 50_000
+    """Training samples: random inputs with random labels, for timing rather than accuracy."""
     num_test_samples: int = 1_000
+    """Test samples."""
     image_shape: list[int] = field(default_factory=lambda: [3, 32, 32])
+    """Channels, height, width of each image (kind=images)."""
     num_classes: int = 10
+    """Classes of kind=images."""
     seq_len: int = 128
+    """Tokens per sequence (kind=tokens)."""
     vocab_size: int = 10_000
+    """Vocabulary size (kind=tokens)."""
     seed: int = 0
+    """Seed of the generated data (the same on every worker)."""
 
     def task_kind(self) -> str:
         return "classification" if self.kind == "images" else "language_model"

@@ -21,6 +21,7 @@ class NCFConfig(TaskBound):
     mlp_layers: list[int] = field(default_factory=lambda: [256, 128, 64])
     """MLP widths; the first is the concatenated user+item embedding (each half of it)."""
     dropout: float = 0.5
+    """Dropout probability of the MLP tower."""
 
     def __post_init__(self) -> None:
         require(self.factors >= 1, f"model.factors must be >= 1, got {self.factors}")

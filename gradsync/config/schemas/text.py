@@ -18,9 +18,13 @@ class LSTMConfig(TaskBound):
     _target_: str = "gradsync.models.lstm.LSTMLanguageModel"
     _partial_: bool = True
     embedding_dim: int = 650
+    """Size of the word embeddings."""
     hidden_size: int = 650
+    """Hidden units of each LSTM layer."""
     num_layers: int = 2
+    """Stacked LSTM layers."""
     dropout: float = 0.5
+    """Dropout probability between layers and on the embeddings."""
     tie_weights: bool = True
     """Share the embedding matrix with the decoder (needs embedding_dim == hidden_size)."""
 
@@ -43,11 +47,15 @@ class GPT2Config(TaskBound):
     _target_: str = "gradsync.models.gpt2.GPT2"
     _partial_: bool = True
     n_layer: int = 12
+    """Transformer blocks."""
     n_head: int = 12
+    """Attention heads per block."""
     n_embd: int = 768
+    """Embedding width."""
     block_size: int = 1024
     """Longest input the position embeddings cover (must be >= dataset.seq_len)."""
     dropout: float = 0.1
+    """Dropout probability of embeddings, attention and residuals."""
 
     def __post_init__(self) -> None:
         require(self.n_layer >= 1, f"model.n_layer must be >= 1, got {self.n_layer}")
@@ -75,7 +83,9 @@ class WordCorpusConfig(FileDatasetConfig):
     max_vocab: int | None = None
     """Keep only the most frequent words, <unk> included (null: every training word)."""
     hub_name: str = ""
+    """Hugging Face Hub dataset fetched when dataset.download=true."""
     hub_config: str | None = None
+    """Configuration of that Hub dataset (null: its default)."""
 
     def required_paths(self) -> list[str]:
         return list(self.FILES.values())

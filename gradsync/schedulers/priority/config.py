@@ -34,6 +34,7 @@ class UsByteConfig(SchedulerOptions):
     max_partition_size: int = MAX_PARTITION_SIZE
     """The largest partition; also the equal partitions sent while profiling."""
     credit: int = option(CREDIT, at_least=1)
+    """At most this many elements in flight; a larger partition is sent alone."""
     profile_steps: int = option(PROFILE_STEPS, at_least=1)
     """Steps measured (after a first warm-up step, updates applied in step) before planning."""
     alpha: float | None = None

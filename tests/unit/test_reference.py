@@ -1,0 +1,95 @@
+"""The configuration reference and ``gradsync run GROUP=OPTION --help`` read every meaning from
+the schemas' field docstrings and the options' YAML comments: nothing may go undocumented."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from gradsync.cli.run_args import parse_run_args, run_help
+from gradsync.config.compose import ConfigError
+from gradsync.config.reference import (
+    OptionDoc,
+    all_option_docs,
+    field_docs,
+    first_sentence,
+    reference_markdown,
+    undocumented,
+)
+from gradsync.config.schemas.sparsifiers import DGCConfig, TopKConfig
+
+
+@pytest.fixture(scope="module")
+def docs() -> dict[str, list[OptionDoc]]:
+    return all_option_docs()
+
+
+def test_every_group_option_and_key_has_a_meaning(docs: dict[str, list[OptionDoc]]) -> None:
+    assert undocumented(docs) == [], "write a docstring under each of these fields / options"
+
+
+def test_a_field_without_a_docstring_is_reported() -> None:
+    @dataclass
+    class Half:
+        said: int = 1
+        """Documented."""
+        unsaid: int = 2
+
+    assert field_docs(Half) == {"said": "Documented."}
+    assert "unsaid" not in field_docs(Half)
+
+
+def test_a_subclass_docstring_overrides_its_base() -> None:
+    assert field_docs(DGCConfig)["density"] == "DGC's 99.9% sparsity."
+    assert field_docs(TopKConfig)["density"].startswith("Fraction of the elements")
+
+
+def test_defaults_are_the_composed_options_values(docs: dict[str, list[OptionDoc]]) -> None:
+    """The YAML file of an option may change its schema's default: the reference shows what a
+    run gets."""
+    depth = {
+        option.option: {key.key: key.default for key in option.keys}["model.depth"]
+        for option in docs["model"]
+        if option.option in ("resnet18", "resnet50")
+    }
+    assert depth == {"resnet18": "18", "resnet50": "50"}
+    dgc = {
+        key.key: key.default
+        for key in next(o for o in docs["compressor"] if o.option == "dgc").keys
+    }
+    assert dgc["compressor.exchange"] == "allgather" and dgc["compressor.warmup_epochs"] == "4"
+
+
+def test_the_reference_has_every_option_and_key(docs: dict[str, list[OptionDoc]]) -> None:
+    page = reference_markdown(docs, {"compressor=topk": "../methods/compressors/topk.md"})
+    for group, options in docs.items():
+        assert f"\n## {group}\n" in page
+        for option in options:
+            assert f"\n### {group}={option.option}\n" in page
+            for key in option.keys:
+                assert f"| `{key.key}` |" in page
+    assert "See [topk](../methods/compressors/topk.md)." in page
+
+
+def test_first_sentence_keeps_abbreviations() -> None:
+    assert first_sentence("Nodes (``--exclude``, e.g. ``n1``). More.") == (
+        "Nodes (``--exclude``, e.g. ``n1``)."
+    )
+
+
+def test_run_help_lists_the_chosen_options_keys_with_their_meaning() -> None:
+    text = run_help(["compressor=topk", "trainer.workers=4"])
+    assert "compressor=topk: Top-k" in text
+    assert "compressor.density=0.01\n      Fraction of the elements each worker selects" in text
+    assert "trainer.workers=" not in text  # only the chosen option's keys
+    plain = run_help([])
+    assert "trainer.workers=2\n      Worker processes" in plain
+
+
+def test_run_help_refuses_an_unknown_option_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ConfigError, match="unknown compressor 'topkk'; valid options: bf16"):
+        parse_run_args(["compressor=topkk", "--help"])
+    assert parse_run_args(["scheduler=deft", "--help"]) is None
+    out = capsys.readouterr().out
+    assert "scheduler=deft: " in out and "\n  scheduler.epsilon=0.01\n      How far" in out
