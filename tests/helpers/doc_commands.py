@@ -1,0 +1,225 @@
+"""The shell commands of README.md and docs/, and how each is checked, so examples cannot rot.
+
+Every line of a fenced ```` ```bash ```` block is one command (a trailing ``\\`` continues it;
+``# comments`` are dropped). Each is checked by what it runs:
+
+- ``gradsync run ...`` (also under ``sudo`` or ``torchrun ... -m gradsync``): its arguments are
+  parsed and every job of it is composed and checked as ``gradsync run`` does before starting
+  anything, except for what depends on the machine (GPUs, dataset files, root, sbatch);
+  ``--help`` and ``--cfg`` commands run in full;
+- ``gradsync report|simulate|plan|sweep ...``: their arguments are parsed by the command's own
+  parser (paths may be placeholders), and the jobs they describe composed and checked;
+- ``torchrun ...``: also torchrun's own argument parser;
+- ``make TARGET``: the Makefile has the target (``make -n``);
+- ``scripts/...``: the script exists, parses (``bash -n``), and its overrides after ``--`` are
+  checked as a ``gradsync run -m``;
+- ``python -m MODULE``: the module exists;
+- environment lines (``cd``, ``export``, ``source``, ``module``, ``pip install``) are the
+  reader's cluster setup and are not run.
+
+A block right after the line ``<!-- docs-check: run -->`` is also run for real, in a fresh
+directory, and must exit 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shlex
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_MARKER = "<!-- docs-check: run -->"
+ENVIRONMENT = ("cd", "export", "source", "module", "pip")
+GENERATED = ("docs/reference/config.md",)
+
+
+@dataclass(frozen=True)
+class DocCommand:
+    path: str
+    """The document, relative to the repository."""
+    line: int
+    words: tuple[str, ...]
+    runs: bool
+    """Its block is marked to be run for real."""
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+def documents() -> list[Path]:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [p for p in pages if str(p.relative_to(ROOT)) not in GENERATED]
+
+
+def commands(path: Path, root: Path = ROOT) -> Iterator[DocCommand]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    inside, runs, previous = False, False, ""
+    pending: list[str] = []
+    start = 0
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if not inside:
+            if stripped.startswith("```bash"):
+                inside, runs = True, previous == RUN_MARKER
+            if stripped:
+                previous = stripped
+            continue
+        if stripped.startswith("```"):
+            inside = False
+            continue
+        if not pending:
+            start = number
+        pending.append(stripped.removesuffix("\\"))
+        if stripped.endswith("\\"):
+            continue
+        text, pending = " ".join(pending), []
+        for words in _split_chain(shlex.split(text, comments=True)):
+            yield DocCommand(str(path.relative_to(root)), start, tuple(words), runs)
+
+
+def _split_chain(words: list[str]) -> Iterator[list[str]]:
+    """``a && b`` as two commands."""
+    current: list[str] = []
+    for word in words:
+        if word == "&&":
+            yield current
+            current = []
+        else:
+            current.append(word)
+    if current:
+        yield current
+
+
+def check(command: DocCommand) -> None:
+    """Raise AssertionError (or the command's own one-line error) when ``command`` is wrong."""
+    words = list(command.words)
+    if words[0] == "sudo":
+        words = words[1:]
+    program = words[0]
+    if program in ENVIRONMENT:
+        return
+    if program == "gradsync":
+        _check_gradsync(words[1:])
+    elif program == "torchrun":
+        _check_torchrun(words[1:])
+    elif program == "make":
+        _check_make(words[1:])
+    elif program.startswith("scripts/"):
+        _check_script(words)
+    elif program in ("python", "python3") and words[1:2] == ["-m"]:
+        _check_module(words[2])
+    else:
+        raise AssertionError(
+            f"{command.where}: no check for {program!r}; use a checked program "
+            "(tests/helpers/doc_commands.py) or a ```text block"
+        )
+
+
+def _check_gradsync(args: list[str]) -> None:
+    if not args or args[0].startswith("-"):
+        _in_process(["gradsync", *args])
+        return
+    command, rest = args[0], args[1:]
+    checks = {
+        "run": _check_run,
+        "report": _check_report,
+        "simulate": _check_simulate,
+        "plan": _check_plan,
+        "sweep": _check_sweep,
+    }
+    assert command in checks, f"gradsync has no command {command!r}"
+    checks[command](rest)
+
+
+def _in_process(argv: list[str]) -> None:
+    """Run a command that only prints (help, a composed config) in full."""
+    from gradsync.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main(argv[1:])
+    assert code == 0, f"{shlex.join(argv)} exited {code}"
+
+
+def _check_run(args: list[str]) -> None:
+    from gradsync.cli.run_args import parse_run_args
+    from gradsync.config.compose import compose_jobs, launcher_overrides
+
+    if "--help" in args or "-h" in args or "--cfg" in args or "-c" in args:
+        _in_process(["gradsync", "run", *args])
+        return
+    run = parse_run_args(args)
+    assert run is not None
+    jobs = compose_jobs(run.overrides, multirun=run.multirun, launcher_here=False, machine=False)
+    launcher_overrides(jobs)  # a Slurm sweep's resources must agree across its jobs
+
+
+def _check_report(args: list[str]) -> None:
+    from gradsync.cli.report import _parser
+
+    assert _parser().parse(args) is not None
+
+
+def _check_simulate(args: list[str]) -> None:
+    from gradsync.cli.simulate import _parser
+    from gradsync.config.compose import compose_jobs
+
+    parsed = _parser().parse(args)
+    assert parsed is not None
+    compose_jobs(parsed.overrides, multirun=False, launcher_here=False, machine=False)
+
+
+def _check_plan(args: list[str]) -> None:
+    from gradsync.cli.plan import _parser
+    from gradsync.config.compose import compose_jobs
+
+    parsed = _parser().parse(args)
+    assert parsed is not None
+    compose_jobs(parsed.overrides, multirun=False, launcher_here=False, machine=False)
+
+
+def _check_sweep(args: list[str]) -> None:
+    from gradsync.cli.sweep import _parser
+
+    parsed = _parser().parse(args)
+    assert parsed is not None
+    if parsed.list is not None:
+        _check_run(["-m", *parsed.list])
+
+
+def _check_torchrun(args: list[str]) -> None:
+    from torch.distributed.run import get_args_parser
+
+    parsed = get_args_parser().parse_args(args)
+    assert parsed.module and parsed.training_script == "gradsync", (
+        "torchrun must start gradsync as a module: torchrun ... -m gradsync run ..."
+    )
+    assert parsed.training_script_args[:1] == ["run"]
+    _check_run(parsed.training_script_args[1:])
+
+
+def _check_make(args: list[str]) -> None:
+    targets = [a for a in args if not a.startswith("-") and "=" not in a]
+    done = subprocess.run(
+        ["make", "-n", *targets], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, f"make {' '.join(targets)}: {done.stderr.strip()}"
+
+
+def _check_script(words: list[str]) -> None:
+    script = ROOT / words[0]
+    assert script.is_file(), f"no script {words[0]}"
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    if "--" in words:
+        _check_run(["-m", *words[words.index("--") + 1 :]])
+
+
+def _check_module(name: str) -> None:
+    import importlib.util
+
+    assert importlib.util.find_spec(name) is not None, f"no module {name}"

@@ -1,0 +1,54 @@
+"""Every option a user can choose has a page of the documentation that explains it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gradsync.config.discovery import group_options
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+METHOD_PAGES = {"compressor": "methods/compressors", "scheduler": "methods/schedulers"}
+"""Groups whose options each have a page of their own: ``DIR/<option>.md``."""
+MENTIONED_IN = {
+    "feedback": "methods/feedback.md",
+    "runner": "guide/*.md",
+    "model": "guide/jobs.md",
+    "dataset": "guide/jobs.md",
+}
+"""Groups whose options are each explained (``group=option``) in one of these pages."""
+
+
+@pytest.fixture(scope="module")
+def options() -> dict[str, list[str]]:
+    return group_options()
+
+
+@pytest.mark.parametrize("group", sorted(METHOD_PAGES))
+def test_each_method_option_has_its_page(group: str, options: dict[str, list[str]]) -> None:
+    folder = DOCS / METHOD_PAGES[group]
+    pages = {page.stem for page in folder.glob("*.md")} - {"index"}
+    assert pages == set(options[group]), "one page per option, named after it"
+    for option in options[group]:
+        text = (folder / f"{option}.md").read_text(encoding="utf-8")
+        for section in ("## How it works", "## Options"):
+            assert section in text, f"{folder.name}/{option}.md has no '{section}'"
+
+
+@pytest.mark.parametrize("group", sorted(MENTIONED_IN))
+def test_each_option_is_explained_in_the_guide(group: str, options: dict[str, list[str]]) -> None:
+    text = "\n".join(p.read_text(encoding="utf-8") for p in DOCS.glob(MENTIONED_IN[group]))
+    missing = [o for o in options[group] if f"{group}={o}" not in text]
+    assert missing == [], f"{MENTIONED_IN[group]} explains no {', '.join(missing)}"
+
+
+def test_no_reference_to_documents_outside_the_repository() -> None:
+    """Comments and pages point into docs/, never to notes a reader does not have."""
+    word = "SPE" + "CS"  # spelled apart, so this file does not match itself
+    tracked = subprocess.run(
+        ["git", "grep", "-l", "-w", word], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert tracked.stdout.split() == []
