@@ -76,7 +76,8 @@ PARTS = {
     "quality": Part(
         "OMGS merge rules on random instances",
         rule_quality,
-        f"{INSTANCES} random instances of the paper's cost model (2-9 tensors; SPECS §6.6), "
+        f"{INSTANCES} random instances of the paper's cost model (2-9 tensors; the model is in "
+        "`docs/methods/schedulers/omgs.md`), "
         "each rule against no merging (LAGS) and the exact optimum",
     ),
     "speed": Part(
