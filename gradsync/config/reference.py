@@ -1,7 +1,7 @@
 """What every config group, option and key means, read from where each is defined.
 
 One source feeds ``gradsync run GROUP=OPTION --help`` and the documentation's configuration
-reference (``docs/gen_pages.py``), so neither can drift from the schemas:
+reference (``docs/conf.py``), so neither can drift from the schemas:
 
 - a key's meaning is the docstring under its field in the option's schema (a dataclass in
   ``gradsync/config/schema.py`` or ``gradsync/config/schemas/``), its default is the composed

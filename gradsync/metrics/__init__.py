@@ -1,1 +1,1 @@
-"""Metric logging (rank 0), run summaries and sweep tables. Metric names: see README."""
+"""Metric logging (rank 0), run summaries and sweep tables. Metric names: docs/reference/metrics.md."""
