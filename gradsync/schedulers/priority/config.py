@@ -1,5 +1,6 @@
-"""Options of the priority schedulers, ``bytescheduler`` and ``usbyte`` (SPECS §7.5), each
-default defined here once. Torch-free: the command line checks them before importing torch."""
+"""Options of the priority schedulers, ``bytescheduler`` and ``usbyte``
+(docs/methods/schedulers/bytescheduler.md and usbyte.md), each default defined here once.
+Torch-free: the command line checks them before importing torch."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class UsByteConfig(SchedulerOptions):
     max_partition_size: int = MAX_PARTITION_SIZE
     """The largest partition; also the equal partitions sent while profiling."""
     credit: int = option(CREDIT, at_least=1)
+    """At most this many elements in flight; a larger partition is sent alone."""
     profile_steps: int = option(PROFILE_STEPS, at_least=1)
     """Steps measured (after a first warm-up step, updates applied in step) before planning."""
     alpha: float | None = None
