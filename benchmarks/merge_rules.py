@@ -1,5 +1,6 @@
-"""OMGS merge rules on random instances of the paper's own cost model (SPECS §6.6), and how long
-the exact planner takes on models with hundreds of tensors.
+"""OMGS merge rules on random instances of the paper's own cost model (drawn as
+``merge_plans.random_instance`` does; docs/methods/schedulers/omgs.md), and how long the exact
+planner takes on models with hundreds of tensors.
 
     .venv/bin/python -m benchmarks.merge_rules --write
 """
@@ -76,8 +77,8 @@ PARTS = {
     "quality": Part(
         "OMGS merge rules on random instances",
         rule_quality,
-        f"{INSTANCES} random instances of the paper's cost model (2-9 tensors; the model is in "
-        "`docs/methods/schedulers/omgs.md`), "
+        f"{INSTANCES} random instances of the paper's cost model (2-9 tensors, drawn as "
+        "merge_plans.random_instance does), "
         "each rule against no merging (LAGS) and the exact optimum",
     ),
     "speed": Part(

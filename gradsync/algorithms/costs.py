@@ -1,4 +1,5 @@
-"""Cost models of the pipelined sparse schedulers (SPECS §6.1), and fitting them to measurements.
+"""Cost models of the pipelined sparse schedulers, and fitting them to measurements
+(docs/methods/index.md, "Merged sparse groups: the OMGS timeline").
 
 * selection (top-k) time ``TKPM(d) = γ·ρ·d·log2 d`` for a group of d elements;
 * exchange (all-gather) time ``AGPM(d) = α + β·bytes``, bytes = what one worker sends for the

@@ -1,4 +1,5 @@
-"""DEFT's planning, as plain functions (SPECS §1.2-1.4): which worker selects how much of what.
+"""DEFT's planning, as plain functions (docs/methods/compressors/deft.md, "How it works"): which
+worker selects how much of what.
 
 * ``partition_layers``: two-stage partitioning of the flattened gradient into candidate layers.
 * ``assign_local_k``: norm-proportional local k per layer (floor rounding, at least 1, at most
@@ -52,7 +53,8 @@ def assign_local_k(
 
     Layers are visited by norm, largest first (ties: higher index first, as the authors' code
     sorts). Default mode follows that code: floor rounding with a running remainder and every
-    layer at least 1, so the sum may pass k by the layers forced up to 1 (SPECS §1.3).
+    layer at least 1, so the sum may pass k by the layers forced up to 1 (see
+    docs/methods/compressors/deft.md).
     ``exact`` makes the sum k whenever k >= the number of layers with a non-zero norm: see
     ``_exact_local_k``.
     """

@@ -1,4 +1,5 @@
-"""DeFT's two-queue scheduler (SPECS §7.3) as a pure state machine, apart from any tensors.
+"""DeFT's two-queue scheduler (docs/methods/schedulers/deft.md, "The two queues") as a pure
+state machine, apart from any tensors.
 
 Buckets are numbered 0..N−1 from the output side (backward produces bucket 0 first); bucket
 N−1 is the input side, whose backward is the last computation, so it is never sent during

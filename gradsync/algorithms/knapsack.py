@@ -1,4 +1,5 @@
-"""The DeFT scheduler's solvers (SPECS §7.2): which buckets to communicate in a time window.
+"""The DeFT scheduler's solvers (docs/methods/schedulers/deft.md, "The knapsacks" and "Two
+links"): which buckets to communicate in a time window.
 
 Weight equals profit (a bucket's communication time), so a knapsack here is subset-sum: fill a
 window as fully as possible without overflowing it. All functions are pure and return the

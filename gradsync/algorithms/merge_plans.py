@@ -1,6 +1,6 @@
-"""Which consecutive tensors to merge into one communication group (SPECS §6): the timeline
-model of eqs. (4)–(9), the paper's, the official code's and a safe OMGS rule, threshold merging
-(MGS), and an exact planner.
+"""Which consecutive tensors to merge into one communication group: the timeline model of
+eqs. (4)–(9), the paper's, the official code's and a safe OMGS rule, threshold merging (MGS), and
+an exact planner (docs/methods/schedulers/omgs.md, "How it works").
 
 Layers are given in **backward order** (index 0 is the output layer, whose gradient is ready
 first). A plan is a tuple of group lengths in that order: ``(2, 1)`` on three layers sends the
@@ -153,7 +153,9 @@ def _group_sizes(plan: Sequence[int], layers: Layers) -> tuple[list[float], list
 
 def _scan(layers: Layers, cost: CostModel, accept: Callable[[list[int], int], bool]) -> Plan:
     """The backward scan of Algorithm 1: for each layer from the output side, decide whether it
-    joins the layer below it, re-timing the whole plan after every merge (SPECS §6.2 [R])."""
+    joins the layer below it, re-timing the whole plan after every merge (cheap), not only
+    the layers the paper's Algorithm 1 re-times (docs/methods/schedulers/omgs.md, "Where
+    gradsync differs from the paper")."""
     plan = [1] * len(layers)
     group = 0
     while group < len(plan) - 1:
@@ -300,9 +302,10 @@ OMGS_RULES: dict[str, Callable[[Layers, CostModel], Plan]] = {  # names: pipelin
 def random_instance(
     rng: random.Random, layers: int, densities: Sequence[float] = (0.001,)
 ) -> tuple[Layers, CostModel]:
-    """A random instance of the paper's cost model as SPECS §6.6 samples them: γ ∈ {2.2e-10,
-    2e-9, 2e-8}, α ∈ {1e-4, 1e-3, 1e-2}, β ∈ {1e-9, 1e-8, 1e-7}, sizes log-uniform in
-    [64, 4M], 0.1-5 ms of backward a tensor. For tests and benchmarks of the rules."""
+    """A random instance of the paper's cost model: γ ∈ {2.2e-10, 2e-9, 2e-8}, α ∈ {1e-4,
+    1e-3, 1e-2}, β ∈ {1e-9, 1e-8, 1e-7}, sizes log-uniform in [64, 4M], 0.1-5 ms of backward a
+    tensor. For tests and benchmarks of the rules (docs/methods/schedulers/omgs.md, "Published
+    claim and what gradsync measured")."""
     instance = Layers(
         backward=tuple(rng.uniform(1e-4, 5e-3) for _ in range(layers)),
         sizes=tuple(int(2 ** rng.uniform(6, 22)) for _ in range(layers)),

@@ -1,4 +1,5 @@
-"""The pure core of OSP, Overlapped Synchronization Parallel (SPECS §8): no process group, no I/O.
+"""The pure core of OSP, Overlapped Synchronization Parallel: no process group, no I/O
+(docs/methods/schedulers/osp.md; "osp.md" below).
 
 OSP splits the layers (one parameter tensor each) every iteration into two sets.
 
@@ -12,9 +13,10 @@ This module holds the decisions and the arithmetic, each small enough to test ex
 * ``layer_importance``: eq. 4, I^l = Σ_j |g_j·P_j|, from the previous global gradient and
   parameters (the parameter server (PS) computes it while the workers compute).
 * ``split_unimportant``: the Gradient Importance Bitmap (GIB). Least important layers go into
-  G^u while they fit in the byte budget, stopping at the first that does not (§8.2 [R]).
-* ``umax_bytes``: the upper bound U_max on the ICS bytes (§8.3), in the paper's form or in the
-  corrected form, then capped at 80% of the model.
+  G^u while they fit in the byte budget, stopping at the first that does not (osp.md, "Where
+  gradsync differs from the paper").
+* ``umax_bytes``: the upper bound U_max on the ICS bytes (osp.md, "The byte budget"), in the
+  paper's form or in the corrected form, then capped at 80% of the model.
 * ``SizeSchedule``: the per-epoch budget S_i, from 0 (pure BSP) up to U_max as the loss falls.
 * ``lgp_step`` / ``lgp_correct``: eq. 6 and eq. 7, written with parameter deltas (Δ = −η·g).
 """
@@ -75,10 +77,11 @@ def split_unimportant(
     on the (importance, size) pairs and permuting the layers permutes the result. They go into
     the unimportant set while the running byte total stays ≤ ``budget_bytes``; the first layer
     that would overflow stops the scan, even if a smaller, more important layer after it would
-    still fit (§8.2 [R]): G^u is then exactly a lowest-importance prefix, never a knapsack
-    packing that would delay an important layer to fill the budget. A budget ≤ 0 keeps every
-    layer important (even empty ones), so S = 0 is exactly BSP (§8.7 point 1). A NaN importance
-    counts as the most important: when in doubt, synchronize behind the barrier.
+    still fit (osp.md, "Where gradsync differs from the paper"): G^u is then exactly a
+    lowest-importance prefix, never a knapsack packing that would delay an important layer to
+    fill the budget. A budget ≤ 0 keeps every layer important (even empty ones), so S = 0 is
+    exactly BSP (osp.md, "What the tests check"). A NaN importance counts as the most
+    important: when in doubt, synchronize behind the barrier.
     """
     if len(importance) != len(sizes_bytes):
         raise ValueError(f"{len(importance)} importances for {len(sizes_bytes)} layer sizes")
@@ -117,11 +120,11 @@ def umax_bytes(
 
     The N workers share the PS link, so pushing S bytes each takes N·S / b_eff, and that must
     fit in T_c. The paper prints b_eff = b(1+lr), so ``"paper"`` gives U_max = b(1+lr)·T_c / N.
-    Packet loss makes a transfer slower, not faster, so ``"corrected"`` (the default, §8.3 [R])
-    uses b_eff = b/(1+lr): U_max = b·T_c / (N·(1+lr)). The two agree at lr = 0. The result is
-    capped at ``cap``·model_bytes (0.8 in the paper); ``cap=None`` lifts the cap, which the
-    all-layers-in-G^u test needs (§8.7 point 2). ``bandwidth_bytes_per_s`` is in bytes
-    (10 Gbit/s = 1.25e9 B/s).
+    Packet loss makes a transfer slower, not faster, so ``"corrected"`` (the default; osp.md,
+    "Where gradsync differs from the paper") uses b_eff = b/(1+lr): U_max = b·T_c / (N·(1+lr)).
+    The two agree at lr = 0. The result is capped at ``cap``·model_bytes (0.8 in the paper);
+    ``cap=None`` lifts the cap, which the all-layers-in-G^u test needs (osp.md, "What the tests
+    check"). ``bandwidth_bytes_per_s`` is in bytes (10 Gbit/s = 1.25e9 B/s).
     """
     if formula not in UMAX_FORMULAS:
         raise ValueError(f"unknown U_max formula {formula!r}; valid: {', '.join(UMAX_FORMULAS)}")
@@ -149,7 +152,8 @@ def umax_bytes(
 
 @dataclass
 class SizeSchedule:
-    """The per-epoch ICS budget S_i (§8.3, Algorithm 1), grown as the training loss falls.
+    """The per-epoch ICS budget S_i (the paper's Algorithm 1; osp.md, "The byte budget"), grown
+    as the training loss falls.
 
     The paper sets S_i = (1 − loss_i / L)·U_max with L the first epoch's loss and loss_i "the
     epoch's" loss. The budget must be fixed when epoch i starts (it shapes every GIB of the
@@ -212,6 +216,7 @@ def lgp_step(prev: Tensor, delta: Tensor) -> Tensor:
 def lgp_correct(local_delta: Tensor, global_delta: Tensor, partial: Tensor) -> Tensor:
     """Eq. 7 for one unimportant layer, once its global gradient arrives:
     P_partial − Δ(G^l) + Δ(G^g). Swaps the local stand-in for the global delta, restoring
-    P_partial = P_global up to float rounding (§8.7 point 3); updates made since on top of
-    P_partial are kept. Out of place: the caller decides whether to ``copy_`` it in."""
+    P_partial = P_global up to float rounding (osp.md, "What the tests check"); updates made
+    since on top of P_partial are kept. Out of place: the caller decides whether to ``copy_`` it
+    in."""
     return partial - local_delta + global_delta

@@ -1,4 +1,5 @@
-"""DeFT's Preserver (SPECS §7.4): does a schedule's delaying of updates cost convergence?
+"""DeFT's Preserver (docs/methods/schedulers/deft.md, "The Preserver"): does a schedule's
+delaying of updates cost convergence?
 
 A schedule that merges k_i iterations into one update behaves like training with a variable
 batch size: over one period of N iterations, updates with batches k_1·B, ..., k_m·B instead of

@@ -1,9 +1,9 @@
-"""A discrete-event model of one worker's iterations (SPECS §7.5 [R]): a compute stream and one
-or two links, fed with per-bucket forward, backward and communication times. It predicts the
-iteration time, the share of it the compute stream idles (bubble ratio) and how often an update
-is applied, for WFBP, ByteScheduler, US-Byte and DeFT (one or two links), so schedules can be
-compared at bandwidths and scales this machine cannot run. Each prediction also carries the
-timeline of one steady-state iteration, to be drawn.
+"""A discrete-event model of one worker's iterations: a compute stream and one or two links,
+fed with per-bucket forward, backward and communication times (docs/methods/index.md, "How the
+simulator models an iteration"). It predicts the iteration time, the share of it the compute
+stream idles (bubble ratio) and how often an update is applied, for WFBP, ByteScheduler, US-Byte
+and DeFT (one or two links), so schedules can be compared at bandwidths and scales this machine
+cannot run. Each prediction also carries the timeline of one steady-state iteration, to be drawn.
 
 Buckets are numbered from the output side (backward produces bucket 0 first; forward runs from
 the input side, bucket N−1, to bucket 0).
@@ -286,11 +286,12 @@ def _priority_run(times: BucketTimes, blocks: Sequence[Block], iterations: int) 
 def usbyte(
     times: BucketTimes, iterations: int = 20, *, alpha: float = 0.0, pieces: int = 4
 ) -> Prediction:
-    """US-Byte (TPDS'23; no code published), approximated as SPECS §7.5 says: of the candidate
-    partitions of ``usbyte_partitions`` (each the fewest messages, so the least α-β cost,
-    under a cap on a message's length), the one whose predicted iteration is shortest, i.e.
-    the cheapest that still overlaps; messages go in a greedy non-sequential order across the
-    backward and the next forward stage (``_priority_run``). ``alpha`` is a message's start-up
+    """US-Byte (TPDS'23; no code published), approximated (docs/methods/index.md, "Bucketed
+    schedules: a discrete-event simulator"): of the candidate partitions of
+    ``usbyte_partitions`` (each the fewest messages, so the least α-β cost, under a cap on a
+    message's length), the one whose predicted iteration is shortest, i.e. the cheapest that
+    still overlaps; messages go in a greedy non-sequential order across the backward and the
+    next forward stage (``_priority_run``). ``alpha`` is a message's start-up
     time, already once in every bucket's ``comm``. Approximate: the paper's own partitioning
     rule and order are not reproduced, only their aim."""
     runs = [_priority_run(times, p, iterations) for p in usbyte_partitions(times, alpha, pieces)]

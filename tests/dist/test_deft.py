@@ -1,8 +1,9 @@
-"""DeFT on real gloo ranks (SPECS §7.7): with delay off it trains exactly as WFBP and the flat
-all-reduce do; with unlimited windows it is SGD with one iteration of delay (the sends of a
-gradient applied later run on past the step); with tight windows it applies, and only applies,
-the merged gradients its state machine says, over one link or two. A resumed job continues as
-if it had not stopped, and a profiled job plans the same schedule on every worker."""
+"""DeFT on real gloo ranks (docs/methods/schedulers/deft.md, "What the tests check"): with delay
+off it trains exactly as WFBP and the flat all-reduce do; with unlimited windows it is SGD with
+one iteration of delay (the sends of a gradient applied later run on past the step); with tight
+windows it applies, and only applies, the merged gradients its state machine says, over one link
+or two. A resumed job continues as if it had not stopped, and a profiled job plans the same
+schedule on every worker."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """OSP on real ranks: two workers and a parameter server (gloo, point to point). After every
 in-computation synchronization has been applied, a worker's parameters are the server's global
-ones (SPECS §8.7 point 3); with no unimportant layers OSP is ps_bsp, step for step (point 1)."""
+ones; with no unimportant layers OSP is ps_bsp, step for step (docs/methods/schedulers/osp.md,
+"What the tests check")."""
 
 from __future__ import annotations
 

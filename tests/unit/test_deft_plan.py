@@ -1,4 +1,4 @@
-"""DEFT's planning functions against the invariants of SPECS §1.8."""
+"""DEFT's planning functions against what they guarantee (docs/methods/compressors/deft.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""DeFT's two-queue state machine (SPECS §7.3) and its invariants (§7.7.3-4, 6)."""
+"""DeFT's two-queue state machine and what it guarantees (docs/methods/schedulers/deft.md,
+"The two queues", "Two links" and "What the tests check")."""
 
 from __future__ import annotations
 
@@ -117,7 +118,8 @@ def test_two_links_send_every_bucket_once_each_on_one_link_within_its_window(see
         fast_backward = [b for b in step.backward_sends_current if b not in step.slow]
         slow_backward = [b for b in step.backward_sends_current if b in step.slow]
         assert seconds(fast_forward) <= forward_window + 1e-12
-        assert mu * seconds(slow_forward) <= forward_window + 1e-12  # §7.7.6
+        # The slow sack holds window/μ (docs/methods/schedulers/deft.md, "Two links").
+        assert mu * seconds(slow_forward) <= forward_window + 1e-12
         assert mu * seconds(slow_backward) <= backward_window + 1e-12
         # The new gradient gets what the fast link has left of the backward window, unless no
         # bucket fit anywhere and the cheapest one left was sent anyway.

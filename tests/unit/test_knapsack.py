@@ -1,4 +1,5 @@
-"""DeFT's knapsack solvers (SPECS §7.2, invariants §7.7) against brute force."""
+"""DeFT's knapsack solvers against brute force (docs/methods/schedulers/deft.md, "The knapsacks",
+"Two links" and "What the tests check")."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def test_two_link_greedy_is_feasible_and_never_beats_the_exact_assignment():
         used = [*greedy.fast, *greedy.slow]
         assert len(used) == len(set(used))  # every bucket at most once
         assert sum(costs[i] for i in greedy.fast) <= capacity + 1e-9
-        assert mu * sum(costs[i] for i in greedy.slow) <= capacity + 1e-9  # §7.7.6
+        # The slow sack holds window/μ (docs/methods/schedulers/deft.md, "Two links").
+        assert mu * sum(costs[i] for i in greedy.slow) <= capacity + 1e-9
         assert greedy.value(costs) <= exact.value(costs) + 1e-9
 
 

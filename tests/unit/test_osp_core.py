@@ -1,4 +1,5 @@
-"""OSP's pure core (SPECS §8; invariants §8.7 points 3–5): importance, GIB, U_max, schedule, LGP."""
+"""OSP's pure core (docs/methods/schedulers/osp.md, "How it works" and "What the tests check";
+"osp.md" below): importance, GIB, U_max, schedule, LGP."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def test_layer_bytes_uses_the_element_size():
     assert layer_bytes(params) == [48, 40, 0]
 
 
-# --------------------------------------------------------------------------- the GIB (§8.2)
+# --------------------------------------------------------------------------- the GIB (osp.md)
 
 
 def _reference_gib(importance, sizes, budget):
@@ -217,7 +218,7 @@ def test_gib_matches_brute_force_on_small_instances():
             assert [i for i in range(4) if not flags[i]] == sorted(order[:k])
 
 
-# --------------------------------------------------------------------------- U_max (§8.3)
+# ------------------------------------------------------------------ U_max ("The byte budget")
 
 
 def test_umax_hand_values():
@@ -280,7 +281,7 @@ def test_umax_rejects_bad_input():
         umax_bytes(1e9, 0.1, 8, 10**6, cap=-1.0)
 
 
-# --------------------------------------------------------------------------- schedule (§8.3)
+# --------------------------------------------------------------- schedule ("The byte budget")
 
 
 def _run(schedule: SizeSchedule, losses: list[float]) -> list[float]:
@@ -383,7 +384,7 @@ def test_lgp_correction_restores_the_global_parameters():
     local = torch.tensor([-0.25, 0.125, -0.5])
     glob = torch.tensor([-0.125, 0.25, -0.375])
     partial = lgp_step(prev, local)
-    # before the correction the error is Δ(G^l) − Δ(G^g) (§8.7 point 3)
+    # before the correction the error is Δ(G^l) − Δ(G^g) (osp.md, "What the tests check")
     assert torch.equal(partial - (prev + glob), local - glob)
     corrected = lgp_correct(local, glob, partial)
     assert torch.equal(corrected, prev + glob)
@@ -395,8 +396,9 @@ def test_lgp_correction_restores_the_global_parameters():
 
 
 def test_lgp_with_all_layers_delayed_ends_at_the_bsp_parameters():
-    # §8.7 point 2 on a quadratic with a constant gradient per worker: whatever the GIB of each
-    # iteration, once the last ICS correction lands every worker holds the BSP parameters.
+    # osp.md, "What the tests check": on a quadratic with a constant gradient per worker,
+    # whatever the GIB of each iteration, once the last ICS correction lands every worker holds
+    # the BSP parameters.
     gen = torch.Generator().manual_seed(8)
     workers, layers, steps, eta = 4, 5, 12, 0.1
     start = [torch.randn(3, generator=gen, dtype=torch.float64) for _ in range(layers)]

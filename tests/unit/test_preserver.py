@@ -1,4 +1,5 @@
-"""DeFT's Preserver (SPECS §7.4, invariant §7.7.5)."""
+"""DeFT's Preserver (docs/methods/schedulers/deft.md, "The Preserver" and "What the tests
+check")."""
 
 from __future__ import annotations
 

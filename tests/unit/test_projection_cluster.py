@@ -1,5 +1,6 @@
 """The α-β collective costs of ``gradsync.projection.cluster`` against their formulas, the
-TernGrad appendix B model, and the monotonicity SPECS §5.2 asks of it."""
+TernGrad appendix B model, and their monotonicity (docs/methods/index.md, "Collectives: α-β
+costs")."""
 
 from __future__ import annotations
 

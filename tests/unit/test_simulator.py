@@ -1,4 +1,5 @@
-"""The iteration simulator (SPECS §7.5 [R]) on hand-computed and random cases."""
+"""The iteration simulator (docs/methods/index.md, "Bucketed schedules: a discrete-event
+simulator") on hand-computed and random cases."""
 
 from __future__ import annotations
 

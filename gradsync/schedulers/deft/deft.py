@@ -1,4 +1,5 @@
-"""``scheduler=deft``: DeFT's delayed, knapsack-scheduled communication (SPECS §7).
+"""``scheduler=deft``: DeFT's delayed, knapsack-scheduled communication
+(docs/methods/schedulers/deft.md).
 
 The gradient, flattened in backward order, is cut into buckets. Each iteration the two-queue
 state machine (``DeftQueues``) decides what is sent when: buckets of the gradient being

@@ -1,6 +1,7 @@
-"""``scheduler=bytescheduler``: ByteScheduler's priority, credit-based scheduling (SPECS §7.5):
-the gradient cut into equal partitions of ``partition_size`` elements, sent input side first
-with at most ``credit`` elements in flight (the engine: ``priority.priority.PrioritySync``)."""
+"""``scheduler=bytescheduler``: ByteScheduler's priority, credit-based scheduling
+(docs/methods/schedulers/bytescheduler.md): the gradient cut into equal partitions of
+``partition_size`` elements, sent input side first with at most ``credit`` elements in flight
+(the engine: ``priority.priority.PrioritySync``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Options of the priority schedulers, ``bytescheduler`` and ``usbyte`` (SPECS §7.5), each
-default defined here once. Torch-free: the command line checks them before importing torch."""
+"""Options of the priority schedulers, ``bytescheduler`` and ``usbyte``
+(docs/methods/schedulers/bytescheduler.md and usbyte.md), each default defined here once.
+Torch-free: the command line checks them before importing torch."""
 
 from __future__ import annotations
 

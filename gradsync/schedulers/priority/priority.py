@@ -1,4 +1,5 @@
-"""The engine of the priority schedulers (``bytescheduler``, ``usbyte``; SPECS §7.5).
+"""The engine of the priority schedulers (``bytescheduler``, ``usbyte``;
+docs/methods/schedulers/bytescheduler.md, "How it works").
 
 The gradient, flattened in backward order (the reverse of ``model.parameters()``), is cut into
 partitions by a plan (``Buckets``: partition 0 is on the output side and is ready first; a

@@ -1,4 +1,5 @@
-"""``scheduler=usbyte``: US-Byte (TPDS'23), approximated (SPECS §7.5; no code was published).
+"""``scheduler=usbyte``: US-Byte (TPDS'23), approximated (no code was published;
+docs/methods/schedulers/usbyte.md, "Where gradsync differs from the paper").
 
 The engine of ``scheduler=bytescheduler`` (partitions all-reduced in an order every rank agrees
 on, at most ``credit`` elements in flight, each layer's next forward waiting only for its own

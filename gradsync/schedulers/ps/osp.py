@@ -1,5 +1,5 @@
-"""``scheduler=osp``: the workers' side of Overlapped Synchronization Parallel (SPECS §8; the
-server is ``gradsync/schedulers/ps/osp_server.py``).
+"""``scheduler=osp``: the workers' side of Overlapped Synchronization Parallel
+(docs/methods/schedulers/osp.md; the server is ``gradsync/schedulers/ps/osp_server.py``).
 
 Step i on a worker, with the Gradient Importance Bitmap (GIB) the server sent at step i−1
 (everything important at first):

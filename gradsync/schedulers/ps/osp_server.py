@@ -1,5 +1,5 @@
-"""The parameter server of ``scheduler=osp`` (SPECS §8): one server holding the global model
-layer by layer, with the job's optimizer.
+"""The parameter server of ``scheduler=osp`` (docs/methods/schedulers/osp.md): one server
+holding the global model layer by layer, with the job's optimizer.
 
 Iteration i, on the server:
 1. RS: the important layers' gradients from every worker (behind a barrier, as BSP), with each

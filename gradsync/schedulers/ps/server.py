@@ -7,11 +7,12 @@ schedule of the workers' step count.
   mean is applied once; every worker gets the new parameters. The same trajectory as an
   all-reduce of the mean gradient.
 * ``serve_stale`` (``asp`` with no bound, ``ssp`` with ``staleness`` s): gradients are taken in the
-  order they arrive and each is applied at once (w ← w − (η/N)·g_w: SPECS writes η·g_w with a
-  per-worker rate; with the global-batch ``trainer.lr`` every scheduler shares, N pushes then
-  move as far as one BSP step). A worker that has pushed c
-  gradients gets parameters back only when the slowest worker has pushed at least c − s, so it
-  never runs more than s steps ahead; without a bound it gets them at once. A gradient's
+  order they arrive and each is applied at once (w ← w − (η/N)·g_w: the papers apply η·g_w
+  with a per-worker rate; with the global-batch ``trainer.lr`` every scheduler shares, N pushes
+  then move as far as one BSP step; docs/methods/schedulers/asp.md, "Where gradsync differs
+  from the paper"). A worker that has pushed c gradients gets parameters back only when the
+  slowest worker has pushed at least c − s, so it never runs more than s steps ahead; without a
+  bound it gets them at once. A gradient's
   staleness τ is the number of updates this server applied since it sent that worker the
   parameters it computed the gradient at; ``scheduler.staleness_correction`` may correct for it
   (``gradsync/schedulers/engine/staleness.py``: the momentum of that update, DC-ASGD's
