@@ -1,4 +1,5 @@
-"""``compressor=cltk``: cyclic local top-k (ScaleCom's CLT-k, DEFT's baseline; SPECS §2).
+"""``compressor=cltk``: cyclic local top-k (ScaleCom's CLT-k, DEFT's baseline;
+docs/methods/compressors/cltk.md).
 
 At step t the leader ``t mod n`` alone runs a top-k over its compensated gradient and broadcasts
 the k indices; every worker sends its values there. Density is exactly the setup density at any

@@ -1,4 +1,5 @@
-"""``compressor=deft``: Distributed Execution of Fragmented Top-k (ICPP'23; SPECS §1).
+"""``compressor=deft``: Distributed Execution of Fragmented Top-k (ICPP'23;
+docs/methods/compressors/deft.md, "How it works").
 
 Every step, on every worker:
 1. split the flat gradient into layers (two-stage partitioning, computed once per group);

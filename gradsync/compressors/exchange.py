@@ -1,4 +1,5 @@
-"""How locally selected indices travel (SPECS §3): ``compressor.exchange=union|allgather``.
+"""How locally selected indices travel: ``compressor.exchange=union|allgather``
+(docs/methods/compressors/topk.md, "How it works").
 
 * ``union`` (the DEFT paper's Top-k baseline): all-gather the indices, take their union U, and
   all-reduce every worker's values at U. Memory is cleared on all of U. Density grows with the

@@ -1,4 +1,5 @@
-"""``compressor=qsgd`` (Alistarh et al., NeurIPS'17; SPECS §3): stochastic rounding to s levels.
+"""``compressor=qsgd`` (Alistarh et al., NeurIPS'17): stochastic rounding to s levels
+(docs/methods/compressors/qsgd.md).
 
 Per tensor, with ``v = ||g||_2``: ``level = floor(s·|g_k|/v + u)``, ``u ~ U[0, 1)``, and the
 value sent is ``sign(g_k)·level·v/s``, which is unbiased. The code ``sign·level + s`` takes

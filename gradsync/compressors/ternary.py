@@ -1,4 +1,5 @@
-"""TernGrad's quantizer as plain functions (SPECS §5.1), per tensor.
+"""TernGrad's quantizer as plain functions, per tensor (docs/methods/compressors/terngrad.md,
+"How it works").
 
 ``clip_by_std`` bounds outliers at c·σ; ``ternarize`` maps g to s·{-1, 0, +1} with
 P(t_k != 0) = min(1, |g_k|/s), which is unbiased for the clipped gradient; ``ternary_codes``

@@ -1,4 +1,5 @@
-"""``compressor=terngrad`` (TernGrad, NeurIPS'17; SPECS §5): every tensor becomes s·{-1, 0, +1}.
+"""``compressor=terngrad`` (TernGrad, NeurIPS'17): every tensor becomes s·{-1, 0, +1}
+(docs/methods/compressors/terngrad.md).
 
 Per tensor: clip at c·σ (``clip``; 0 turns it off), take the local scaler max|g|, share the
 largest scaler over workers (one float per tensor, all-reduced with MAX; ``share_scalers=false``

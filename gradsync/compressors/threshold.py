@@ -1,4 +1,5 @@
-"""``compressor=threshold``: every element with |x| >= λ, for a λ fixed before training (SPECS §4).
+"""``compressor=threshold``: every element with |x| >= λ, for a λ fixed before training
+(docs/methods/compressors/threshold.md).
 
 With ``threshold`` unset, λ = 1/(2·sqrt(k)) for k = int(density·n_g), fixed at the first step
 (the heuristic of Sahu et al.); during a density warm-up, at the first step of each epoch's

@@ -1,4 +1,5 @@
-"""``compressor=topk``: the k largest-magnitude elements, with error feedback (SPECS §3).
+"""``compressor=topk``: the k largest-magnitude elements, with error feedback
+(docs/methods/compressors/topk.md).
 
 ``scope=global`` takes k = int(density·n_g) over the whole flattened model ("gtopk");
 ``scope=layer`` takes k_l = max(1, int(density·n_l)) inside every tensor. ``exchange`` chooses

@@ -1,5 +1,7 @@
-"""The quantizers on one worker (TernGrad, QSGD, EF-signSGD, fp16/bf16): SPECS §5.4 and §3
-invariants checked through the compressors' own payloads, and the error-feedback policy."""
+"""The quantizers on one worker (TernGrad, QSGD, EF-signSGD, fp16/bf16), checked through the
+compressors' own payloads against what their pages say (docs/methods/compressors/terngrad.md,
+"What the tests check"; qsgd.md, signsgd.md, fp16.md and bf16.md there, "How it works"), and
+the error-feedback policy (docs/methods/feedback.md, "Which compressors keep a residual")."""
 
 from __future__ import annotations
 

@@ -111,7 +111,8 @@ def test_cltk_on_one_worker_is_plain_topk():
 
 @pytest.mark.parametrize("exact", [False, True])
 def test_deft_on_one_worker_is_layerwise_topk_with_norm_proportional_k(exact):
-    # SPECS §1.8 invariant 7.
+    # docs/methods/compressors/deft.md, "What the tests check": with one worker DEFT is
+    # layer-wise top-k with the norm-proportional k_j.
     grad = _grad()
     ranges = partition_layers(SIZES, 1)
     lengths = [e - s for s, e in ranges]

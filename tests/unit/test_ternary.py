@@ -1,4 +1,5 @@
-"""TernGrad's quantizer and the bit packing under it: SPECS §5.4 invariants."""
+"""TernGrad's quantizer and the bit packing under it (docs/methods/compressors/terngrad.md,
+"What the tests check")."""
 
 from __future__ import annotations
 

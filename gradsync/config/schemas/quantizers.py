@@ -25,8 +25,7 @@ class TernGradConfig(CompressorConfig):
     float_every_epochs: int = 0
     """Send float gradients in every E-th epoch (E, 2E, ...); 0: never."""
     seed: int = II("trainer.seed")
-    """Seed of the stochastic rounding; each worker draws its own stream from it (default:
-    trainer.seed)."""
+    """Seeds the ternary draws, with the worker's rank, the step and the group."""
 
     def __post_init__(self) -> None:
         require(self.clip >= 0, f"compressor.clip must be >= 0 (0 disables it), got {self.clip}")
@@ -43,8 +42,7 @@ class QSGDConfig(CompressorConfig):
     """s: quantization levels per sign. Codes take 2s+1 values and travel at 2 bits (s=1),
     4 bits (s<=7) or 8 bits (s<=127)."""
     seed: int = II("trainer.seed")
-    """Seed of the stochastic rounding; each worker draws its own stream from it (default:
-    trainer.seed)."""
+    """Seeds the stochastic rounding, with the worker's rank, the step and the group."""
 
     def __post_init__(self) -> None:
         require(

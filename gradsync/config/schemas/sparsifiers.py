@@ -49,8 +49,8 @@ class ThresholdConfig(SparsifierConfig):
     threshold: float | None = None
     """λ: elements with |x| >= λ are sent. Fixed for the whole run."""
     exchange: str = "union"
-    """union: all-gather indices, all-reduce values on their union; allgather: all-gather values and
-    indices."""
+    """union: all-gather indices, all-reduce values on their union (DEFT's baseline);
+    allgather: all-gather values and indices."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
