@@ -1,8 +1,8 @@
 """``compressor=threshold``: every element with |x| >= λ, for a λ fixed before training
 (docs/methods/compressors/threshold.md).
 
-With ``threshold`` unset, λ = 1/(2·sqrt(k)) for k = int(density·n_g), fixed at the first step
-(the heuristic of Sahu et al.); during a density warm-up, at the first step of each epoch's
+With ``threshold`` unset, λ = 1/(2·sqrt(k)) for k = int(density·n_g), each group's from its
+own size n_g (the heuristic of Sahu et al.); during a density warm-up it follows each epoch's
 density. How many elements pass is up to the gradient: the actual density is whatever it is,
 and it builds up across workers like Top-k's.
 """
@@ -31,17 +31,13 @@ class ThresholdCompressor(ExchangedSparsifier):
         super().__init__(density=density, exchange=exchange, **warmup)
         self.threshold = threshold
         """λ as configured; None: derived from the density."""
-        self._derived: dict[float, float] = {}
-        """λ derived for each density the schedule reached, fixed at its first step."""
 
     def threshold_at(self, density: float, numel: int) -> float:
-        """λ for a group of ``numel`` elements at ``density``: as configured, or derived at the
-        first step of that density."""
+        """λ for a group of ``numel`` elements at ``density``: as configured, or derived from
+        the group's own size (so it stays fixed while the density does)."""
         if self.threshold is not None:
             return self.threshold
-        if density not in self._derived:
-            self._derived[density] = threshold_for_density(density, numel)
-        return self._derived[density]
+        return threshold_for_density(density, numel)
 
     def select(self, flat: Tensor, sizes: list[int], density: float) -> Tensor:
         return threshold_indices(flat, self.threshold_at(density, flat.numel()))

@@ -142,6 +142,19 @@ def test_error_feedback_conserves_the_compensated_gradient(name):
         assert torch.equal(transmitted[sent], compensated[sent])
 
 
+def test_threshold_heuristic_is_each_groups_own_whatever_the_order():
+    """With several groups (one per tensor under scheduler=lags), each group's λ comes from
+    its own size: the first group compressed must not set λ for the others."""
+    compressor = ThresholdCompressor(density=0.01)
+    small_first = [compressor.threshold_at(0.01, n) for n in (1_000, 1_000_000)]
+    fresh = ThresholdCompressor(density=0.01)
+    large_first = [fresh.threshold_at(0.01, n) for n in (1_000_000, 1_000)][::-1]
+    assert small_first == large_first == [
+        threshold_for_density(0.01, 1_000),
+        threshold_for_density(0.01, 1_000_000),
+    ]
+
+
 def test_threshold_above_every_gradient_sends_nothing_and_memory_sums_the_gradients():
     compressor, feedback = ThresholdCompressor(density=0.05, threshold=1e9), ResidualFeedback()
     total = torch.zeros(sum(SIZES))
