@@ -139,7 +139,8 @@ class TrainerConfig:
     hangs or died inside a collective), instead of waiting forever."""
     servers: int = 1
     """Parameter-server processes, started besides the workers when the scheduler uses a
-    parameter server (ps_bsp, asp, ssp); they hold the global model and aggregate."""
+    parameter server (ps_bsp, asp, ssp; osp takes exactly 1); they hold the global model and
+    aggregate."""
     allow_oversubscribe: bool = False
     """Start a local or netem job even when it has more processes than this host's cores or
     memory hold (``gradsync/dist/capacity.py``)."""

@@ -1,1 +1,3 @@
-"""Metric logging (rank 0), run summaries and sweep tables. Metric names: docs/reference/metrics.md."""
+"""Metric logging (rank 0), run summaries and sweep tables.
+
+Metric names and their meaning: docs/reference/metrics.md."""

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 CostModel = Callable[["Job"], "Estimate"]
 
 ALLREDUCIBLE_COMPRESSORS = (
-    "compressor=none, fp16, bf16, randomk, cltk or deft, or topk/threshold with "
+    "compressor=none, fp16, bf16, randomk, cltk, deft or powersgd, or topk/threshold/dgc with "
     "compressor.exchange=union"
 )
 """What to use instead, for a scheduler that all-reduces and a compressor that all-gathers."""

@@ -309,6 +309,18 @@ def test_a_synchronous_server_adds_its_incast_and_asynchronous_ones_never_wait_l
     assert predict("osp", _job(DENSE, cluster, max_unimportant=0.8)).iteration <= bsp
 
 
+def test_osp_reads_its_link_rate_as_tc_writes_it():
+    """scheduler.bandwidth is a tc rate (1gbit), as OSP's server reads it for U_max: the cost
+    model sizes the unimportant budget from the same rate."""
+    cluster = Cluster(workers=4, bandwidth_bps=1e8, latency_s=0.0)
+    options = {"max_unimportant": 0.8}
+    measured = predict("osp", _job(DENSE, cluster, **options)).iteration
+    given = predict("osp", _job(DENSE, cluster, bandwidth="100mbit", **options)).iteration
+    assert given == pytest.approx(measured)  # the cluster's own rate, given in tc's words
+    faster = predict("osp", _job(DENSE, cluster, bandwidth="10gbit", **options)).iteration
+    assert faster != pytest.approx(measured)
+
+
 def _wires(scheduler: str) -> list[tuple[str, Wire]]:
     """Dense, and all-gathered top-k where the scheduler takes it (it sums no payloads and
     takes compression)."""

@@ -30,9 +30,11 @@ def asynchronous(job: Job) -> Estimate:
 
 def overlapped_synchronous(job: Job) -> Estimate:
     from gradsync.algorithms.osp_split import umax_bytes
+    from gradsync.dist.rates import rate_mbit
 
     p, cluster = job.profile, job.cluster
-    bandwidth = float(job.scheduler.get("bandwidth") or 0) or cluster.bandwidth_bps / 8
+    given = job.scheduler.get("bandwidth")  # a tc rate, as OSP's server reads it for U_max
+    bandwidth = rate_mbit(str(given)) * 1e6 / 8 if given else cluster.bandwidth_bps / 8
     compute = sum(p.forward) + sum(p.backward)
     budget = job.scheduler.get("budget")
     cap = float(job.scheduler.max_unimportant)
