@@ -294,8 +294,11 @@ def reference_markdown(docs: dict[str, list[OptionDoc]], method_pages: dict[str,
         for option in options:
             out += ["", f"### {group}={option.option}", ""]
             page = method_pages.get(f"{group}={option.option}")
-            link = f" See [{option.option}]({page})." if page else ""
-            out += [option.meaning + link, ""]
+            meaning = option.meaning.rstrip()
+            if page:
+                stop = "" if meaning.endswith((".", "!", "?")) else "."
+                meaning += f"{stop} See [{option.option}]({page})."
+            out += [meaning, ""]
             if option.keys:
                 out += ["| key | type | default | meaning |", "|---|---|---|---|"]
                 out += [_key_row(key) for key in option.keys]

@@ -161,7 +161,7 @@ def merged_timeline(plan_of: PlanRule) -> Callable[[Job], Estimate]:
 
 def _planned_with(job: Job, cost: CostModel) -> CostModel:
     """The cost model the job's planner sees: the fit it makes or was given (``scheduler.costs``,
-    as ``gradsync plan`` writes), else the cluster's own."""
+    a JSON file of gamma, alpha and beta as a run logs them), else the cluster's own."""
     fit = job.decisions if "alpha" in job.decisions else None
     if fit is None and job.scheduler.get("costs"):
         fit = json.loads(Path(str(job.scheduler.costs)).read_text())

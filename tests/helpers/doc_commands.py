@@ -121,8 +121,8 @@ def check(command: DocCommand) -> None:
 
 
 def _check_gradsync(args: list[str]) -> None:
-    if not args or args[0].startswith("-"):
-        _in_process(["gradsync", *args])
+    if not args or args[0].startswith("-") or "--help" in args or "-h" in args:
+        _in_process(["gradsync", *args])  # the help: printed in full
         return
     command, rest = args[0], args[1:]
     checks = {
@@ -149,7 +149,7 @@ def _check_run(args: list[str]) -> None:
     from gradsync.cli.run_args import parse_run_args
     from gradsync.config.compose import compose_jobs, launcher_overrides
 
-    if "--help" in args or "-h" in args or "--cfg" in args or "-c" in args:
+    if "--cfg" in args or "-c" in args:
         _in_process(["gradsync", "run", *args])
         return
     run = parse_run_args(args)

@@ -149,10 +149,14 @@ def test_threshold_heuristic_is_each_groups_own_whatever_the_order():
     small_first = [compressor.threshold_at(0.01, n) for n in (1_000, 1_000_000)]
     fresh = ThresholdCompressor(density=0.01)
     large_first = [fresh.threshold_at(0.01, n) for n in (1_000_000, 1_000)][::-1]
-    assert small_first == large_first == [
-        threshold_for_density(0.01, 1_000),
-        threshold_for_density(0.01, 1_000_000),
-    ]
+    assert (
+        small_first
+        == large_first
+        == [
+            threshold_for_density(0.01, 1_000),
+            threshold_for_density(0.01, 1_000_000),
+        ]
+    )
 
 
 def test_threshold_above_every_gradient_sends_nothing_and_memory_sums_the_gradients():

@@ -131,6 +131,8 @@ class FashionMNISTConfig(MNISTConfig):
 class ImageNetConfig(FileDatasetConfig):
     name: ClassVar[str] = "imagenet"
     _target_: str = "gradsync.data.imagenet.ImageNet"
+    download: bool = False
+    """Always false: ImageNet cannot be fetched automatically; place it under ``root`` by hand."""
     image_size: int = 224
     """Side of the square crops the model sees."""
     augment: bool = True
