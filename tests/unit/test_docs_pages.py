@@ -56,3 +56,10 @@ def test_no_reference_to_documents_outside_the_repository() -> None:
         ["git", "grep", "-l", "-w", word], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert tracked.stdout.split() == []
+
+
+def test_the_readme_is_one_page() -> None:
+    """What gradsync is, the quick start, everyday commands, a map and how to cite: the rest
+    lives in docs/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200
