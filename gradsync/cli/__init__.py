@@ -60,4 +60,7 @@ def _print_help() -> None:
     print("  gradsync run")
     print("  gradsync run model=mlp trainer.workers=4 trainer.max_steps=50")
     print("  gradsync run -m trainer.workers=1,2 trainer.lr=0.1,0.05")
-    print("\nmore: gradsync run --help, gradsync run --cfg job (show the composed config)")
+    print(
+        "\nmore: gradsync run --help, gradsync run GROUP=OPTION --help (that option's keys),"
+        "\n      gradsync run --cfg job (show the composed config)"
+    )
