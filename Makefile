@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install run test test-full lint typecheck docs format bench reproduce clean
+.PHONY: install run test test-full lint typecheck docs reference format bench reproduce clean
 
 install: $(VENV)/.installed
 
@@ -29,6 +29,10 @@ typecheck: install
 # link or anchor, a page in no table of contents) fails it.
 docs: install
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs build/docs
+
+# docs/reference/config.md from the schemas and YAML files (docs and a test fail while stale).
+reference: install
+	$(BIN)/python -m gradsync.config.reference docs
 
 test: lint typecheck docs
 	$(BIN)/python -m pytest

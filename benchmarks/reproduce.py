@@ -386,7 +386,8 @@ def _parity_table(runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
-# ASP and SSP as their papers apply gradients (their default corrects staleness: docs/methods/schedulers/asp.md).
+# ASP and SSP as their papers apply gradients (their default corrects staleness:
+# docs/methods/schedulers/asp.md).
 AS_PUBLISHED = "scheduler.staleness_correction=none"
 OSP_ORDER = ("ps_bsp", "asp", "ssp", "osp")
 

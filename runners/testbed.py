@@ -14,7 +14,8 @@ before each all_reduce: with a 256 kB bucket, 86 kB took 0.6 ms and 256 kB 4.3 m
 link below its rate (4 kB: 11.6 and 25.9 ms). Everything is removed on exit, also after
 an error or Ctrl-C. Needs root and iproute2.
 
-The kernel here has no ``netem`` qdisc, so only the rate is shaped (no added delay or loss).
+Only the rate is shaped (no added delay or loss): the ``netem`` qdisc that would add them is
+not in every kernel, so it is not used.
 
 ``NamedHosts`` turns the namespaces into the nodes of a cluster: each has a hostname of its own
 that every node resolves to its address, as torchrun's rendezvous, gloo and Slurm expect.

@@ -11,6 +11,10 @@ from omegaconf import DictConfig, OmegaConf
 from gradsync.config.files import ROOT_CONFIG_FILE
 
 
+def _width() -> int:
+    return min(shutil.get_terminal_size().columns, 100)
+
+
 def groups_text() -> str:
     from gradsync.config.discovery import group_options
 
@@ -19,24 +23,31 @@ def groups_text() -> str:
     chosen = {k: v for d in defaults if isinstance(d, DictConfig | dict) for k, v in d.items()}
     for group, options in group_options().items():
         shown = [f"{o}*" if chosen.get(group) == o else o for o in options]
-        lines.append(f"  {group:<11} {', '.join(shown) if shown else '(none yet)'}")
+        listed = ", ".join(shown) if shown else "(none yet)"
+        lines += textwrap.wrap(
+            f"{group:<11} {listed}",
+            _width(),
+            initial_indent="  ",
+            subsequent_indent=" " * 14,
+            break_on_hyphens=False,
+        )
     return "\n".join(lines)
 
 
 def keys_help(group: str, option: str) -> str:
     """``group=option``'s summary, then each of its keys: name, default, and the first sentence
     of its meaning (``gradsync.config.reference``, the source of the docs' reference too)."""
-    from gradsync.config.reference import option_doc
+    from gradsync.config.reference import KEYLESS_GROUP, option_doc
 
     doc = option_doc(group, option)
-    width = min(shutil.get_terminal_size().columns, 100)
-    wrap = textwrap.TextWrapper(width, break_on_hyphens=False, break_long_words=False)
+    wrap = textwrap.TextWrapper(_width(), break_on_hyphens=False, break_long_words=False)
     wrap.subsequent_indent = "  "
     lines = wrap.wrap(f"{group}={option}: {doc.summary}")
     wrap.initial_indent = wrap.subsequent_indent = "      "
-    if group == "experiment":
+    if group == KEYLESS_GROUP:
         lines.append("  (a recipe: it sets other groups' options and keys; see --cfg job)")
     for key in doc.keys:
-        lines.append(f"  {key.key}={key.default}")
+        # A derived key's default is an interpolation: its meaning says what it follows.
+        lines.append(f"  {key.key} (derived)" if key.derived else f"  {key.key}={key.default}")
         lines += wrap.wrap(key.summary)
     return "\n".join(lines)

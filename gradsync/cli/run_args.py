@@ -54,21 +54,27 @@ def run_help(args: list[str] | None = None) -> str:
 
 
 def chosen_options(args: list[str]) -> list[tuple[str, str]]:
-    """The ``group=option`` choices among ``args`` (one value each; ConfigError, one line, for
-    an option that does not exist)."""
+    """The ``group=option`` choices among ``args``, each of a comma-separated list (ConfigError,
+    one line, for an option that does not exist or a sweep function)."""
     from gradsync.config.discovery import group_options
 
     groups = group_options()
     chosen: list[tuple[str, str]] = []
     for arg in args:
-        group, equals, option = arg.lstrip("+").partition("=")
-        if arg.startswith("-") or not equals or group not in groups or "," in option:
+        group, equals, value = arg.partition("=")
+        if arg.startswith("-") or not equals or group not in groups:
             continue
-        if option not in groups[group]:
+        if "(" in value:
             raise ConfigError(
-                f"unknown {group} '{option}'; valid options: {', '.join(groups[group])}"
+                f"--help shows options given by name, not {value}: list them, "
+                f"{group}={','.join(groups[group][:2])}"
             )
-        chosen.append((group, option))
+        for option in value.split(","):
+            if option not in groups[group]:
+                raise ConfigError(
+                    f"unknown {group} '{option}'; valid options: {', '.join(groups[group])}"
+                )
+            chosen.append((group, option))
     return chosen
 
 

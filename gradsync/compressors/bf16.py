@@ -1,4 +1,4 @@
-"""``compressor=bf16``: bfloat16 on the wire: float32's range with an 8-bit mantissa."""
+"""``compressor=bf16``: bfloat16 on the wire: float32's range with 7 stored mantissa bits."""
 
 from __future__ import annotations
 

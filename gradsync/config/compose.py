@@ -452,7 +452,10 @@ def _unknown_key(full_key: str, overrides: list[str]) -> str:
         where = parent_key or "the top level"
         if keys:
             return f"unknown key '{full_key}'; valid keys in {where}: {', '.join(keys)}"
-        return f"unknown key '{full_key}': {where} has no settings to override"
+        return (
+            f"unknown key '{full_key}': {where} has no settings to override; add one with "
+            f"+{full_key}=VALUE"
+        )
     if parent_key:
         return f"unknown key '{full_key}': '{parent_key}' is not a config section"
     return f"unknown key '{leaf}'"

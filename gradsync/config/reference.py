@@ -8,6 +8,9 @@ reference (``docs/conf.py``), so neither can drift from the schemas:
   option's value (the YAML file may change the schema's), its type the field's annotation;
 - an option's meaning is its scheduler's registry ``summary``, or else the comment that opens
   its YAML file in ``conf/<group>/``.
+
+The reference page is committed (``docs/reference/config.md``, readable without building the
+site); ``make reference`` rewrites it, and the docs build and a test fail while it is stale.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG, ROOT_CONFIG_FILE
 
@@ -61,6 +64,11 @@ class KeyDoc:
     def summary(self) -> str:
         return first_sentence(self.meaning)
 
+    @property
+    def derived(self) -> bool:
+        """Its default is computed from other keys (an interpolation)."""
+        return self.default.startswith("${")
+
 
 @dataclass(frozen=True)
 class OptionDoc:
@@ -81,7 +89,7 @@ _ABBREVIATIONS = ("e.g.", "i.e.", "cf.", "vs.", "et al.")
 def first_sentence(text: str) -> str:
     """The text's first sentence, on one line."""
     flat = " ".join(text.split())
-    for match in re.finditer(r"(?<=[.!?])\s+(?=[A-Z(`\"'])", flat):
+    for match in re.finditer(r"(?<=[.!?])\s+", flat):
         if not flat[: match.start()].endswith(_ABBREVIATIONS):
             return flat[: match.start()]
     return flat
@@ -107,8 +115,13 @@ def _own_field_docs(cls: type) -> dict[str, str]:
             and isinstance(following.value, ast.Constant)
             and isinstance(following.value.value, str)
         ):
-            docs[statement.target.id] = " ".join(inspect.cleandoc(following.value.value).split())
+            docs[statement.target.id] = _plain(following.value.value)
     return docs
+
+
+def _plain(text: str) -> str:
+    """A docstring or comment as one paragraph, its reST ````code```` as Markdown's `code`."""
+    return " ".join(inspect.cleandoc(text).replace("``", "`").split())
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -135,8 +148,6 @@ def _type_text(cls: type, name: str, annotation: object) -> str:
 
 
 def _value_text(value: Any) -> str:
-    if isinstance(value, DictConfig | ListConfig):
-        value = OmegaConf.to_container(value, resolve=False, enum_to_str=True)
     if isinstance(value, enum.Enum):
         value = value.value
     if value is None:
@@ -147,20 +158,20 @@ def _value_text(value: Any) -> str:
 
 
 def schema_keys(cls: type, node: DictConfig, prefix: str) -> list[KeyDoc]:
-    """Every key of ``cls`` under ``prefix``, with its value in ``node``; a nested schema's
-    keys follow under its own name."""
+    """Every key of ``cls`` under ``prefix``, with its value in ``node`` as written (``${...}``
+    unresolved); a nested schema's keys follow under its own name."""
     docs = field_docs(cls)
+    written = OmegaConf.to_container(node, resolve=False, enum_to_str=True)
+    assert isinstance(written, dict)
     keys: list[KeyDoc] = []
     for f in user_fields(cls):
         key = f"{prefix}.{f.name}"
-        value = node._get_node(f.name)  # unresolved: ${...} shows as written
-        nested = OmegaConf.get_type(node, f.name) if isinstance(value, DictConfig) else None
+        nested = OmegaConf.get_type(node, f.name) if isinstance(node[f.name], DictConfig) else None
         if nested is not None and dataclasses.is_dataclass(nested):
-            keys.append(KeyDoc(key, nested.__name__, "(below)", docs.get(f.name, "")))
+            keys.append(KeyDoc(key, str(f.type), "(below)", docs.get(f.name, "")))
             keys += schema_keys(nested, node[f.name], key)
             continue
-        shown = value._value() if value is not None and not isinstance(value, DictConfig) else value
-        text = _value_text(shown)
+        text = _value_text(written[f.name])
         keys.append(KeyDoc(key, _type_text(cls, f.name, f.type), text, docs.get(f.name, "")))
     return keys
 
@@ -176,7 +187,7 @@ def _yaml_comment(group: str, option: str) -> str:
         text = line.lstrip("#").strip()
         if not text.startswith("@package"):
             lines.append(text)
-    return " ".join(" ".join(lines).split())
+    return _plain(" ".join(lines))
 
 
 def option_meaning(group: str, option: str) -> str:
@@ -223,9 +234,15 @@ def root_keys() -> list[KeyDoc]:
     from gradsync.config.schema import TrainConfig
 
     docs = field_docs(TrainConfig)
-    cfg = OmegaConf.structured(TrainConfig)
+    defaults = OmegaConf.to_container(OmegaConf.structured(TrainConfig), resolve=False)
+    assert isinstance(defaults, dict)
     return [
-        KeyDoc(f.name, str(f.type), _value_text(cfg._get_node(f.name)), docs.get(f.name, ""))
+        KeyDoc(
+            f.name,
+            _type_text(TrainConfig, f.name, f.type),
+            _value_text(defaults[f.name]),
+            docs.get(f.name, ""),
+        )
         for f in user_fields(TrainConfig)
         if f.name not in GROUP_MEANINGS
     ]
@@ -264,6 +281,22 @@ def undocumented(docs: dict[str, list[OptionDoc]]) -> list[str]:
     return missing
 
 
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_MARKDOWN_SPECIAL = re.compile(r"([\\*_<>\[\]|])")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as Markdown shows it literally: its `code` spans kept, Markdown and HTML
+    characters elsewhere escaped (``<class>``, ``a*b*c``)."""
+    out, at = [], 0
+    for match in _CODE_SPAN.finditer(text):
+        out.append(_MARKDOWN_SPECIAL.sub(r"\\\1", text[at : match.start()]))
+        out.append(match.group(0).replace("|", "\\|"))
+        at = match.end()
+    out.append(_MARKDOWN_SPECIAL.sub(r"\\\1", text[at:]))
+    return "".join(out)
+
+
 def _escape_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -294,7 +327,7 @@ def reference_markdown(docs: dict[str, list[OptionDoc]], method_pages: dict[str,
         for option in options:
             out += ["", f"### {group}={option.option}", ""]
             page = method_pages.get(f"{group}={option.option}")
-            meaning = option.meaning.rstrip()
+            meaning = markdown_text(option.meaning.rstrip())
             if page:
                 stop = "" if meaning.endswith((".", "!", "?")) else "."
                 meaning += f"{stop} See [{option.option}]({page})."
@@ -310,10 +343,42 @@ def _key_row(key: KeyDoc) -> str:
         _code_cell(key.key),
         _escape_cell(_code_cell(key.type)),
         _escape_cell(_code_cell(key.default)),
-        _escape_cell(key.meaning),
+        markdown_text(key.meaning),
     ]
     return "| " + " | ".join(cells) + " |"
 
 
-def conf_dir() -> Path:
-    return ROOT_CONFIG_FILE.parent
+METHOD_GROUPS = ("compressor", "scheduler")
+"""Groups whose options each have a methods page, ``docs/methods/<group>s/<option>.md``."""
+REFERENCE_PAGE = Path("reference") / "config.md"
+"""Where the reference lives under the documentation's folder."""
+
+
+def method_pages(docs_dir: Path) -> dict[str, str]:
+    """``group=option`` to its methods page, relative to the reference page."""
+    return {
+        f"{group}={page.stem}": f"../methods/{group}s/{page.name}"
+        for group in METHOD_GROUPS
+        for page in sorted((docs_dir / "methods" / f"{group}s").glob("*.md"))
+        if page.stem != "index"
+    }
+
+
+def reference_page(docs_dir: Path) -> str:
+    """The configuration reference as ``docs_dir``'s page should read."""
+    return reference_markdown(all_option_docs(), method_pages(docs_dir))
+
+
+def stale_reference(docs_dir: Path) -> str | None:
+    """Why the committed reference page differs from the schemas; None when it does not."""
+    page = docs_dir / REFERENCE_PAGE
+    if page.exists() and page.read_text(encoding="utf-8") == reference_page(docs_dir):
+        return None
+    return f"{page} is out of date with the schemas and YAML files: run `make reference`"
+
+
+if __name__ == "__main__":  # make reference: python -m gradsync.config.reference DOCS_DIR
+    import sys
+
+    docs = Path(sys.argv[1])
+    (docs / REFERENCE_PAGE).write_text(reference_page(docs), encoding="utf-8")

@@ -32,8 +32,8 @@ from omegaconf import DictConfig, OmegaConf
 from gradsync.metrics.summary import package_versions
 
 THREADS_PER_CORE = 8
-"""Compute threads per core a job may start (the repository's own runs go up to 4: eight
-workers on two cores)."""
+"""Compute threads per core a job may start (eight workers on two cores, as the reproductions
+run, is 4)."""
 PROCESS_BASE_BYTES = 400 * 2**20
 """A worker's own memory besides its model: Python, torch, gloo, a batch (measured: 380 MB
 anonymous memory for a worker training the default CNN; the libraries' mapped files are

@@ -12,7 +12,7 @@ appendix B). ``algorithm`` is the collective algorithm between nodes:
 
 A parameter server takes every worker's push and answers every pull on its own full-duplex link,
 so with ``servers`` shards a synchronous round costs about ``n·M/(servers·B)`` per direction,
-the two directions overlapping between rounds.
+the two directions taking turns (``servers_busy``).
 """
 
 from __future__ import annotations

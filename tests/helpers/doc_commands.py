@@ -14,17 +14,19 @@ Every line of a fenced ```` ```bash ```` block is one command (a trailing ``\\``
 - ``scripts/...``: the script exists, parses (``bash -n``), and its overrides after ``--`` are
   checked as a ``gradsync run -m``;
 - ``python -m MODULE``: the module exists;
-- environment lines (``cd``, ``export``, ``source``, ``module``, ``pip install``) are the
-  reader's cluster setup and are not run.
+- environment lines (``cd``, ``export``, ``source``, ``module``, ``pip``) are the reader's
+  cluster setup and are not run. ``VAR=value`` settings before a command are dropped.
 
-A block right after the line ``<!-- docs-check: run -->`` is also run for real, in a fresh
-directory, and must exit 0.
+A block right after the line ``<!-- docs-check: run -->`` is also run for real, its commands one
+after another in one fresh directory, and each must exit 0. Shell blocks must be marked
+``bash``: a ``sh``, ``shell`` or ``console`` block fails its check.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import re
 import shlex
 import subprocess
 from collections.abc import Iterator
@@ -34,6 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RUN_MARKER = "<!-- docs-check: run -->"
 ENVIRONMENT = ("cd", "export", "source", "module", "pip")
+UNCHECKED_FENCES = ("sh", "shell", "console", "zsh", "shell-session")
+"""Fences of shell commands the checker does not read: refused, so none goes unchecked."""
+_SETTING = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 GENERATED = ("docs/reference/config.md",)
 
 
@@ -45,6 +50,8 @@ class DocCommand:
     words: tuple[str, ...]
     runs: bool
     """Its block is marked to be run for real."""
+    block: int
+    """Which fenced block of its document it is in (the commands of one block run together)."""
 
     @property
     def where(self) -> str:
@@ -58,14 +65,18 @@ def documents() -> list[Path]:
 
 def commands(path: Path, root: Path = ROOT) -> Iterator[DocCommand]:
     lines = path.read_text(encoding="utf-8").splitlines()
-    inside, runs, previous = False, False, ""
+    where = str(path.relative_to(root))
+    inside, runs, previous, block = False, False, "", 0
     pending: list[str] = []
     start = 0
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
         if not inside:
-            if stripped.startswith("```bash"):
-                inside, runs = True, previous == RUN_MARKER
+            fence = stripped[3:].strip() if stripped.startswith("```") else None
+            if fence == "bash":
+                inside, runs, block, pending = True, previous == RUN_MARKER, block + 1, []
+            elif fence in UNCHECKED_FENCES:
+                yield DocCommand(where, number, (f"```{fence}",), False, block)
             if stripped:
                 previous = stripped
             continue
@@ -79,7 +90,18 @@ def commands(path: Path, root: Path = ROOT) -> Iterator[DocCommand]:
             continue
         text, pending = " ".join(pending), []
         for words in _split_chain(shlex.split(text, comments=True)):
-            yield DocCommand(str(path.relative_to(root)), start, tuple(words), runs)
+            yield DocCommand(where, start, tuple(words), runs, block)
+
+
+def without_settings(words: list[str]) -> list[str]:
+    """The command without its leading ``VAR=value`` settings and ``sudo [-flags]``."""
+    while words and _SETTING.match(words[0]):
+        words = words[1:]
+    if words[:1] == ["sudo"]:
+        words = words[1:]
+        while words and words[0].startswith("-"):
+            words = words[1:]
+    return words
 
 
 def _split_chain(words: list[str]) -> Iterator[list[str]]:
@@ -97,10 +119,12 @@ def _split_chain(words: list[str]) -> Iterator[list[str]]:
 
 def check(command: DocCommand) -> None:
     """Raise AssertionError (or the command's own one-line error) when ``command`` is wrong."""
-    words = list(command.words)
-    if words[0] == "sudo":
-        words = words[1:]
+    words = without_settings(list(command.words))
+    assert words, f"{command.where}: no command"
     program = words[0]
+    assert not program.startswith("```"), (
+        f"{command.where}: mark shell blocks ```bash, so their commands are checked"
+    )
     if program in ENVIRONMENT:
         return
     if program == "gradsync":
@@ -111,7 +135,7 @@ def check(command: DocCommand) -> None:
         _check_make(words[1:])
     elif program.startswith("scripts/"):
         _check_script(words)
-    elif program in ("python", "python3") and words[1:2] == ["-m"]:
+    elif program in ("python", "python3") and words[1:2] == ["-m"] and len(words) > 2:
         _check_module(words[2])
     else:
         raise AssertionError(
@@ -149,11 +173,12 @@ def _check_run(args: list[str]) -> None:
     from gradsync.cli.run_args import parse_run_args
     from gradsync.config.compose import compose_jobs, launcher_overrides
 
-    if "--cfg" in args or "-c" in args:
-        _in_process(["gradsync", "run", *args])
-        return
     run = parse_run_args(args)
     assert run is not None
+    if run.prints_only:
+        _in_process(["gradsync", "run", *args])  # --cfg, --info: printed in full
+        return
+    assert not run.hydra_only, "-cp/-cn/-cd/--shell-completion name another config: not checked"
     jobs = compose_jobs(run.overrides, multirun=run.multirun, launcher_here=False, machine=False)
     launcher_overrides(jobs)  # a Slurm sweep's resources must agree across its jobs
 

@@ -51,6 +51,11 @@ CASES = [
     ),
     (["+trainer.extra=1"], "unknown key 'trainer.extra'"),
     (["bogus=1"], "unknown key 'bogus'"),
+    (
+        ["runner=slurm", "runner.additional_parameters.mail-type=END"],
+        "runner.additional_parameters has no settings to override; add one with "
+        "+runner.additional_parameters.mail-type=VALUE",
+    ),
     (["trainer.workers=0"], "trainer.workers must be >= 1, got 0"),
     (["scheduler=deft", "scheduler.staleness_correction=late"], "staleness_correction 'late'"),
     (["trainer.workers=-3"], "trainer.workers must be >= 1"),

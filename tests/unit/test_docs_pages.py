@@ -40,7 +40,7 @@ def test_each_method_option_has_its_page(group: str, options: dict[str, list[str
 
 
 @pytest.mark.parametrize("group", sorted(MENTIONED_IN))
-def test_each_option_is_explained_in_the_guide(group: str, options: dict[str, list[str]]) -> None:
+def test_each_option_is_explained_in_its_pages(group: str, options: dict[str, list[str]]) -> None:
     pages, section, form = MENTIONED_IN[group]
     text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(DOCS.glob(pages)))
     assert section in text, f"{pages} has no section {section!r}"

@@ -4,20 +4,27 @@ the schemas' field docstrings and the options' YAML comments: nothing may go und
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from gradsync.cli.run_args import parse_run_args, run_help
 from gradsync.config.compose import ConfigError
 from gradsync.config.reference import (
+    KeyDoc,
     OptionDoc,
     all_option_docs,
     field_docs,
     first_sentence,
+    markdown_text,
+    method_pages,
+    option_doc,
     reference_markdown,
     undocumented,
 )
 from gradsync.config.schemas.sparsifiers import DGCConfig, TopKConfig
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +44,38 @@ def test_a_field_without_a_docstring_is_reported() -> None:
         unsaid: int = 2
 
     assert field_docs(Half) == {"said": "Documented."}
-    assert "unsaid" not in field_docs(Half)
+    meanings = field_docs(Half)
+    keys = tuple(
+        KeyDoc(f"x.{name}", "int", "1", meanings.get(name, "")) for name in ("said", "unsaid")
+    )
+    docs = {"model": [OptionDoc("model", "half", "A model.", keys)], "nogroup": []}
+    assert undocumented(docs) == ["x.unsaid (model=half)", "group nogroup"]
+
+
+def test_the_committed_reference_is_the_schemas(docs: dict[str, list[OptionDoc]]) -> None:
+    """docs/reference/config.md is committed, to read without building the site; it must say
+    what the schemas say (make reference rewrites it)."""
+    committed = (DOCS / "reference" / "config.md").read_text(encoding="utf-8")
+    assert committed == reference_markdown(docs, method_pages(DOCS)), "run make reference"
+
+
+@pytest.mark.parametrize(
+    ("group", "option"),
+    [("runner", "slurm"), ("logger", "wandb"), ("model", "resnet50"), ("scheduler", "osp")],
+)
+def test_options_composed_together_read_as_each_alone(
+    docs: dict[str, list[OptionDoc]], group: str, option: str
+) -> None:
+    """The reference composes the i-th option of every group at once; an option that set
+    another group's keys (a _global_ package) would show here."""
+    together = next(doc for doc in docs[group] if doc.option == option)
+    assert together == option_doc(group, option)
+
+
+def test_markdown_shows_meanings_literally() -> None:
+    assert markdown_text("ROOT/<class>/* and a*b*c, `x|<y>`") == (
+        "ROOT/\\<class\\>/\\* and a\\*b\\*c, `x\\|<y>`"
+    )
 
 
 def test_a_subclass_docstring_overrides_its_base() -> None:

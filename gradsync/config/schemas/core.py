@@ -309,8 +309,8 @@ class SlurmRunnerConfig(RunnerConfig):
     srun_args: list[str] = field(default_factory=list)
     """Extra arguments of the ``srun`` that starts the tasks (``--cpu-bind=none``)."""
     additional_parameters: dict[str, Any] = field(default_factory=dict)
-    """Any other sbatch option, name without dashes to value (``{mail-type: END,
-    reservation: big}``): each becomes ``#SBATCH --name=value``."""
+    """Any other sbatch option, name without dashes to value, each added with a ``+``
+    (``+runner.additional_parameters.mail-type=END``): each becomes ``#SBATCH --name=value``."""
     array_parallelism: int = 256
     """At most this many jobs of the array run at once."""
     max_requeues: int = 0

@@ -30,7 +30,8 @@ class TopKConfig(SparsifierConfig):
     """union: all-gather indices, all-reduce values on their union (DEFT's baseline);
     allgather: all-gather values and indices (GRACE/OMGS)."""
     scope: str = "global"
-    """global: k over the whole model; layer: k_l = max(1, int(density * n_l)) per tensor."""
+    """global: k over the whole group (the whole model under scheduler=allreduce); layer:
+    k_l = max(1, int(density * n_l)) per tensor."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
