@@ -63,3 +63,61 @@ def test_the_readme_is_one_page() -> None:
     lives in docs/."""
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 200
+
+
+def _documented_defaults() -> list[tuple[str, str, str, str]]:
+    """``(page, key, default, row)`` of every row of a ``| key | default | ...`` table in the
+    hand-written pages."""
+    rows = []
+    for page in sorted(DOCS.rglob("*.md")):
+        if page.relative_to(DOCS) == Path("reference/config.md"):
+            continue
+        header = False
+        for line in page.read_text(encoding="utf-8").splitlines():
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if not line.startswith("|"):
+                header = False
+            elif cells[:2] == ["key", "default"]:
+                header = True
+            elif header and not set(cells[0]) <= set("-: "):
+                # A row may list several keys and their defaults: `a`, `b` | 1, 2.
+                keys, defaults = ([v.strip().strip("`") for v in c.split(",")] for c in cells[:2])
+                if len(defaults) != len(keys):
+                    defaults = [cells[1].strip("`")] * len(keys)
+                for key, default in zip(keys, defaults, strict=True):
+                    rows.append((str(page.relative_to(DOCS)), key, default, line))
+    return rows
+
+
+def _same_value(documented: str, actual: str) -> bool:
+    try:
+        return float(documented) == float(actual)
+    except ValueError:
+        return documented.lower() == actual.lower()
+
+
+def test_documented_keys_and_defaults_are_the_schemas() -> None:
+    """A hand-written table of keys (a methods page's options, the guide's trainer keys) names
+    keys that exist, with the defaults a run gets: on a methods page, its own option's."""
+    from gradsync.config.reference import all_option_docs
+
+    docs = all_option_docs()
+    rows = _documented_defaults()
+    assert len(rows) > 50, "the pages' key tables were not found"
+    wrong = []
+    for page, key, default, row in rows:
+        group = key.split(".")[0]
+        own = Path(page).stem if page.startswith(f"methods/{group}s/") else None
+        found = [
+            doc.default
+            for option in docs.get(group, [])
+            if own in (None, option.option)
+            for doc in option.keys
+            if doc.key == key and not doc.derived
+        ]
+        derived = any(
+            doc.derived for option in docs.get(group, []) for doc in option.keys if doc.key == key
+        )
+        if not derived and not any(_same_value(default, actual) for actual in found):
+            wrong.append(f"{page}: {row} (schemas: {sorted(set(found)) or 'no such key'})")
+    assert wrong == [], "\n".join(wrong)
