@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_module
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override, OverrideType
+from hydra.core.override_parser.types import Glob, Override, OverrideType
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -62,6 +62,14 @@ def _sweep_values(override: Override) -> list[str]:
             f"{override.input_line}: an interval cannot be split into jobs; give the values "
             "(a,b,c), choice(...) or range(...)"
         )
+    glob = override.value()
+    if isinstance(glob, Glob):  # glob(top*): the group's options that match, sorted as Hydra does
+        from gradsync.config.discovery import group_options
+
+        options = group_options().get(key)
+        if options is None:
+            raise ConfigError(f"{override.input_line}: glob() chooses options of a config group")
+        return [f"{key}={option}" for option in glob.filter(options)]
     return [f"{key}={value}" for value in override.sweep_string_iterator()]
 
 

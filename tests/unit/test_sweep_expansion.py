@@ -25,6 +25,16 @@ CASES = [
             ["compressor=deft", "compressor.density=0.1"],
         ],
     ),
+    # glob(): the group's options that match, in Hydra's (sorted) order
+    (
+        ["compressor=glob(*,exclude=[none,fp16,bf16,qsgd,signsgd,terngrad,randomk,dgc,powersgd])"],
+        [
+            ["compressor=cltk"],
+            ["compressor=deft"],
+            ["compressor=threshold"],
+            ["compressor=topk"],
+        ],
+    ),
     # a comma inside quotes is part of one value
     (["name='a,b'", "lr=0.1,0.2"], [["name='a,b'", "lr=0.1"], ["name='a,b'", "lr=0.2"]]),
     (["name=choice('a,b',c)"], [["name=a\\,b"], ["name=c"]]),
