@@ -45,7 +45,9 @@ def keys_help(group: str, option: str) -> str:
     lines = wrap.wrap(f"{group}={option}: {doc.summary}")
     wrap.initial_indent = wrap.subsequent_indent = "      "
     if group == KEYLESS_GROUP:
-        lines.append("  (a recipe: it sets other groups' options and keys; see --cfg job)")
+        wrap.initial_indent, wrap.subsequent_indent = "  sets: ", "        "
+        lines += wrap.wrap(" ".join(doc.settings))
+        wrap.initial_indent = wrap.subsequent_indent = "      "
     for key in doc.keys:
         # A derived key's default is an interpolation: its meaning says what it follows.
         lines.append(f"  {key.key} (derived)" if key.derived else f"  {key.key}={key.default}")

@@ -77,6 +77,8 @@ class OptionDoc:
     meaning: str
     """What the option is (a paragraph; its first sentence is its summary)."""
     keys: tuple[KeyDoc, ...]
+    settings: tuple[str, ...] = ()
+    """What a recipe (an experiment) sets, as overrides; () for other options."""
 
     @property
     def summary(self) -> str:
@@ -190,6 +192,32 @@ def _yaml_comment(group: str, option: str) -> str:
     return _plain(" ".join(lines))
 
 
+def recipe_settings(option: str) -> list[str]:
+    """What ``experiment=option`` sets, as command-line overrides (``model=cnn``,
+    ``trainer.workers=4``), in its YAML file's order."""
+    recipe = OmegaConf.load(ROOT_CONFIG_FILE.parent / KEYLESS_GROUP / f"{option}.yaml")
+    assert isinstance(recipe, DictConfig)
+    settings = []
+    for entry in recipe.get("defaults", []):
+        chosen = entry.items() if isinstance(entry, DictConfig) else []
+        settings += [f"{group.split('/')[-1]}={value}" for group, value in chosen]
+    body = OmegaConf.masked_copy(recipe, [k for k in recipe if k != "defaults"])
+    flat = OmegaConf.to_container(body, resolve=False)
+    assert isinstance(flat, dict)
+    settings += [f"{key}={_value_text(value)}" for key, value in _dotted(flat)]
+    return settings
+
+
+def _dotted(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    pairs: list[tuple[str, Any]] = []
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            pairs += _dotted(value, f"{prefix}{key}.")
+        else:
+            pairs.append((f"{prefix}{key}", value))
+    return pairs
+
+
 def option_meaning(group: str, option: str) -> str:
     from gradsync.schedulers.registry import SCHEDULERS
 
@@ -220,7 +248,8 @@ def _option_doc(cfg: DictConfig | None, group: str, option: str) -> OptionDoc:
     schema = None if cfg is None else OmegaConf.get_type(cfg, group)
     if cfg is not None and schema is not None and dataclasses.is_dataclass(schema):
         keys = tuple(schema_keys(schema, cfg[group], group))
-    return OptionDoc(group, option, option_meaning(group, option), keys)
+    settings = tuple(recipe_settings(option)) if group == KEYLESS_GROUP else ()
+    return OptionDoc(group, option, option_meaning(group, option), keys, settings)
 
 
 def option_doc(group: str, option: str) -> OptionDoc:
@@ -332,6 +361,8 @@ def reference_markdown(docs: dict[str, list[OptionDoc]], method_pages: dict[str,
                 stop = "" if meaning.endswith((".", "!", "?")) else "."
                 meaning += f"{stop} See [{option.option}]({page})."
             out += [meaning, ""]
+            if option.settings:
+                out += ["Sets " + ", ".join(f"`{s}`" for s in option.settings) + ".", ""]
             if option.keys:
                 out += ["| key | type | default | meaning |", "|---|---|---|---|"]
                 out += [_key_row(key) for key in option.keys]

@@ -131,3 +131,14 @@ def test_run_help_refuses_an_unknown_option_in_one_line(capsys: pytest.CaptureFi
     assert parse_run_args(["scheduler=deft", "--help"]) is None
     out = capsys.readouterr().out
     assert "scheduler=deft: " in out and "\n  scheduler.epsilon=0.01\n      How far" in out
+
+
+def test_a_recipe_lists_what_it_sets(docs: dict[str, list[OptionDoc]]) -> None:
+    smoke = next(doc for doc in docs["experiment"] if doc.option == "smoke")
+    assert smoke.settings == (
+        "model=mlp",
+        "trainer.workers=2",
+        "trainer.max_steps=20",
+        "trainer.checkpoint=false",
+    )
+    assert "  sets: model=mlp trainer.workers=2" in run_help(["experiment=smoke"])
