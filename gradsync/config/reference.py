@@ -195,17 +195,16 @@ def _yaml_comment(group: str, option: str) -> str:
 def recipe_settings(option: str) -> list[str]:
     """What ``experiment=option`` sets, as command-line overrides (``model=cnn``,
     ``trainer.workers=4``), in its YAML file's order."""
-    recipe = OmegaConf.load(ROOT_CONFIG_FILE.parent / KEYLESS_GROUP / f"{option}.yaml")
-    assert isinstance(recipe, DictConfig)
-    settings = []
-    for entry in recipe.get("defaults", []):
-        chosen = entry.items() if isinstance(entry, DictConfig) else []
-        settings += [f"{group.split('/')[-1]}={value}" for group, value in chosen]
-    body = OmegaConf.masked_copy(recipe, [k for k in recipe if k != "defaults"])
-    flat = OmegaConf.to_container(body, resolve=False)
-    assert isinstance(flat, dict)
-    settings += [f"{key}={_value_text(value)}" for key, value in _dotted(flat)]
-    return settings
+    recipe = OmegaConf.to_container(
+        OmegaConf.load(ROOT_CONFIG_FILE.parent / KEYLESS_GROUP / f"{option}.yaml"), resolve=False
+    )
+    assert isinstance(recipe, dict)
+    settings: list[str] = []
+    for entry in recipe.pop("defaults", []):
+        chosen = entry.items() if isinstance(entry, dict) else []  # "override /model": cnn
+        settings += [f"{str(group).split('/')[-1]}={value}" for group, value in chosen]
+    tree = {str(key): value for key, value in recipe.items()}
+    return settings + [f"{key}={_value_text(value)}" for key, value in _dotted(tree)]
 
 
 def _dotted(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

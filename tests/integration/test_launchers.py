@@ -79,12 +79,27 @@ def test_help_lists_groups_and_options(gradsync_cmd, cli_env):
     run = run_cli(gradsync_cmd, "run", "--help", env=cli_env)
     for result in (top, run):
         assert result.returncode == 0
-        lines = {ln.split()[0]: ln for ln in result.stdout.splitlines() if ln.startswith("  ")}
+        lines = _group_lines(result.stdout)
         assert "none*" in lines["compressor"] and "randomk" in lines["compressor"]
         assert "cnn*" in lines["model"] and "resnet18" in lines["model"]
         assert "digits*" in lines["dataset"] and "local*" in lines["runner"]
     composed = run_cli(gradsync_cmd, "run", "--cfg", "job", "trainer.workers=3", env=cli_env)
     assert composed.returncode == 0 and "workers: 3" in composed.stdout
+
+
+def _group_lines(text: str) -> dict[str, str]:
+    """Each config group's line of the help, its wrapped options joined back on."""
+    lines: dict[str, str] = {}
+    group = None
+    for line in text.splitlines():
+        if group is not None and line.startswith(" " * 14):
+            lines[group] += " " + line.strip()
+        elif line.startswith("  ") and not line.startswith("   "):
+            group = line.split()[0]
+            lines[group] = line
+        else:
+            group = None
+    return lines
 
 
 def test_unknown_command(gradsync_cmd, cli_env):
