@@ -1,7 +1,7 @@
 """What every config group, option and key means, read from where each is defined.
 
 One source feeds ``gradsync run GROUP=OPTION --help`` and the documentation's configuration
-reference (``docs/conf.py``), so neither can drift from the schemas:
+reference (``make reference``), so neither can drift from the schemas:
 
 - a key's meaning is the docstring under its field in the option's schema (a dataclass in
   ``gradsync/config/schema.py`` or ``gradsync/config/schemas/``), its default is the composed
@@ -44,7 +44,7 @@ GROUP_MEANINGS: dict[str, str] = {
     "logger": "Where metrics go besides the run directory.",
     "experiment": "Named recipes that set several groups and keys at once.",
 }
-"""One line per config group, for ``--help`` and the reference."""
+"""One line per config group, for the reference (a test requires one for every group)."""
 
 
 KEYLESS_GROUP = "experiment"
