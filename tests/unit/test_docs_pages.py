@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -121,3 +122,13 @@ def test_documented_keys_and_defaults_are_the_schemas() -> None:
         if not derived and not any(_same_value(default, actual) for actual in found):
             wrong.append(f"{page}: {row} (schemas: {sorted(set(found)) or 'no such key'})")
     assert wrong == [], "\n".join(wrong)
+
+
+def test_the_readmes_links_lead_to_files() -> None:
+    """README.md is read on its own (the site's build checks only docs/): its links must not
+    break when a page moves."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    assert targets, "the README links into docs/"
+    missing = [t for t in targets if "://" not in t and not (ROOT / t).exists()]
+    assert missing == []
