@@ -40,16 +40,22 @@ def keys_help(group: str, option: str) -> str:
     from gradsync.config.reference import KEYLESS_GROUP, option_doc
 
     doc = option_doc(group, option)
-    wrap = textwrap.TextWrapper(_width(), break_on_hyphens=False, break_long_words=False)
-    wrap.subsequent_indent = "  "
-    lines = wrap.wrap(f"{group}={option}: {doc.summary}")
-    wrap.initial_indent = wrap.subsequent_indent = "      "
+
+    def wrapped(text: str, first: str, rest: str) -> list[str]:
+        return textwrap.wrap(
+            text,
+            _width(),
+            initial_indent=first,
+            subsequent_indent=rest,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+
+    lines = wrapped(f"{group}={option}: {doc.summary}", "", "  ")
     if group == KEYLESS_GROUP:
-        wrap.initial_indent, wrap.subsequent_indent = "  sets: ", "        "
-        lines += wrap.wrap(" ".join(doc.settings))
-        wrap.initial_indent = wrap.subsequent_indent = "      "
+        lines += wrapped(" ".join(doc.settings), "  sets: ", " " * 8)
     for key in doc.keys:
         # A derived key's default is an interpolation: its meaning says what it follows.
         lines.append(f"  {key.key} (derived)" if key.derived else f"  {key.key}={key.default}")
-        lines += wrap.wrap(key.summary)
+        lines += wrapped(key.summary, " " * 6, " " * 6)
     return "\n".join(lines)

@@ -190,19 +190,20 @@ def _check_report(args: list[str]) -> None:
 
 
 def _check_simulate(args: list[str]) -> None:
-    from gradsync.cli.simulate import _parser
-    from gradsync.config.compose import compose_jobs
-
-    parsed = _parser().parse(args)
-    assert parsed is not None
-    compose_jobs(parsed.overrides, multirun=False, launcher_here=False, machine=False)
+    _check_job_command("simulate", args)
 
 
 def _check_plan(args: list[str]) -> None:
-    from gradsync.cli.plan import _parser
+    _check_job_command("plan", args)
+
+
+def _check_job_command(command: str, args: list[str]) -> None:
+    """A command that describes one job by overrides: its own parser, then the job composed."""
+    import importlib
+
     from gradsync.config.compose import compose_jobs
 
-    parsed = _parser().parse(args)
+    parsed = importlib.import_module(f"gradsync.cli.{command}")._parser().parse(args)
     assert parsed is not None
     compose_jobs(parsed.overrides, multirun=False, launcher_here=False, machine=False)
 
