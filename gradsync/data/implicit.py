@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.utils.data import TensorDataset
 
+from gradsync.data.memory import TensorSplit
 from gradsync.data.spec import DataSpec, DataSplits
 
 
@@ -112,12 +112,12 @@ def implicit_feedback_splits(
     )
     return DataSplits(
         spec=DataSpec(task="recommendation", num_users=num_users, num_items=num_items),
-        train=TensorDataset(
+        train=TensorSplit(
             torch.from_numpy(train_users.astype(np.int64)),
             torch.from_numpy(train_items.astype(np.int64)),
             torch.from_numpy(labels),
         ),
-        test=TensorDataset(
+        test=TensorSplit(
             torch.from_numpy(split.test_users.astype(np.int64)),
             torch.from_numpy(candidates.astype(np.int64)),
         ),

@@ -4,6 +4,11 @@ Every epoch all workers draw the same permutation (seeded by seed and epoch). Gl
 ``perm[j*B*n : (j+1)*B*n]`` (B per-worker batch, n workers) and worker r takes the r-th slice of
 it. Shards are disjoint, and n workers with batch B see exactly the samples one process with
 batch n*B sees, in the same order: the property the equivalence tests rely on.
+
+The epoch's generator goes on, after the permutation, to draw what is random about each
+position of the order (augmentations): every worker draws the same values and takes its own
+positions', so a sample's augmentation depends on the seed, the epoch and its position alone,
+never on the worker count or on where a resumed run started.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import torch
+from torch import Tensor
 from torch.utils.data import Sampler
 
 
@@ -44,15 +50,30 @@ class ShardedBatchSampler(Sampler[list[int]]):
         self.skip = skip_batches
 
     def __len__(self) -> int:
-        return self.num_samples // (self.batch_size * self.world_size) - self.skip
+        return self.batches_per_epoch - self.skip
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return self.num_samples // (self.batch_size * self.world_size)
+
+    def epoch_order(self) -> tuple[Tensor, torch.Generator]:
+        """The epoch's permutation, and its generator, left ready for per-position draws."""
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        return torch.randperm(self.num_samples, generator=generator), generator
+
+    def this_rank(self, per_position: Tensor) -> Tensor:
+        """This worker's rows of a tensor with one row per position of the epoch's order, as
+        (batches left in the epoch, batch_size, ...), the first being batch ``skip``'s."""
+        steps = self.batches_per_epoch
+        shaped = per_position[: steps * self.batch_size * self.world_size].view(
+            steps, self.world_size, self.batch_size, *per_position.shape[1:]
+        )
+        return shaped[self.skip :, self.rank]
 
     def __iter__(self) -> Iterator[list[int]]:
-        gen = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        perm = torch.randperm(self.num_samples, generator=gen)
-        global_batch = self.batch_size * self.world_size
-        for j in range(self.skip, self.num_samples // global_batch):
-            start = j * global_batch + self.rank * self.batch_size
-            yield perm[start : start + self.batch_size].tolist()
+        order, _ = self.epoch_order()
+        for batch in self.this_rank(order):
+            yield batch.tolist()
 
 
 def eval_shard(num_samples: int, *, rank: int, world_size: int) -> list[int]:

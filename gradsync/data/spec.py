@@ -32,6 +32,10 @@ class DataSpec:
 
 @dataclass(frozen=True)
 class DataSplits:
+    """A dataset's splits: map-style datasets (``split[i]`` is one sample). A split held in
+    memory is a ``memory.InMemorySplit``, which the training loop cuts into batches on the
+    worker's device; any other is read by loader processes (``feeds.py``)."""
+
     spec: DataSpec
     train: Dataset
     test: Dataset

@@ -1,7 +1,10 @@
 """``dataset=synthetic``: deterministic random data for throughput benchmarks (not learnable).
 
-Each item is drawn from its own generator seeded by (seed, split, index), so any worker reads
-the same item for the same index and nothing is held in memory.
+Each split is a pool of at most ``pool_size`` random items, drawn once per worker from a
+generator seeded by (seed, split), and sample i is pool item i mod the pool's length
+(``memory.PooledSplit``). The pool is drawn on the host with torch's CPU generator and then
+moved to the worker's device, so every worker, on any device type, holds the same items for the
+same index, and taking a batch is one gather there: no per-sample work, no host work per step.
 """
 
 from __future__ import annotations
@@ -9,51 +12,32 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import Dataset
 
+from gradsync.data.memory import PooledSplit
 from gradsync.data.spec import DataSpec, DataSplits
 
 
-def _generator(seed: int, split: int, index: int) -> np.random.Generator:
-    # numpy's SeedSequence mixes the whole tuple; torch generators keep only 32 seed bits, so
-    # packing (seed, split, index) into one torch seed would repeat items across splits.
-    return np.random.default_rng((seed, split, index))
+def _generator(seed: int, split: int) -> torch.Generator:
+    # numpy's SeedSequence mixes the whole tuple into one 64-bit seed: seed*2+split-style
+    # packing would make (seed, test) of one run the (seed, train) of another.
+    mixed = np.random.SeedSequence((seed, split)).generate_state(1, np.uint64)[0]
+    return torch.Generator().manual_seed(int(mixed))
 
 
-class RandomImages(Dataset):
-    """``(x, y)``: x standard-normal float C×H×W, y uniform in [0, num_classes)."""
-
-    def __init__(
-        self, *, size: int, shape: tuple[int, ...], num_classes: int, seed: int, split: int
-    ) -> None:
-        self.size, self.shape, self.num_classes = size, shape, num_classes
-        self.seed, self.split = seed, split
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, index: int) -> tuple[Tensor, int]:
-        rng = _generator(self.seed, self.split, index)
-        x = torch.from_numpy(rng.standard_normal(self.shape, dtype=np.float32))
-        return x, int(rng.integers(self.num_classes))
+def random_images(
+    count: int, shape: tuple[int, ...], num_classes: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """``(x, y)`` pools: x standard-normal float C×H×W, y uniform in [0, num_classes)."""
+    images = torch.randn((count, *shape), generator=generator)
+    return images, torch.randint(num_classes, (count,), generator=generator)
 
 
-class RandomTokens(Dataset):
-    """``(inputs, targets)``: uniform token ids of length seq_len, targets shifted by one."""
-
-    def __init__(self, *, size: int, seq_len: int, vocab_size: int, seed: int, split: int) -> None:
-        self.size, self.seq_len, self.vocab_size = size, seq_len, vocab_size
-        self.seed, self.split = seed, split
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
-        rng = _generator(self.seed, self.split, index)
-        tokens = torch.from_numpy(
-            rng.integers(self.vocab_size, size=self.seq_len + 1, dtype=np.int64)
-        )
-        return tokens[:-1], tokens[1:]
+def random_tokens(
+    count: int, seq_len: int, vocab_size: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """``(inputs, targets)`` pools: uniform token ids of length seq_len, targets shifted by one."""
+    tokens = torch.randint(vocab_size, (count, seq_len + 1), generator=generator)
+    return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 
 
 class Synthetic:
@@ -63,6 +47,7 @@ class Synthetic:
         kind: str = "images",
         num_samples: int = 50_000,
         num_test_samples: int = 1_000,
+        pool_size: int = 256,
         image_shape: list[int] | tuple[int, ...] = (3, 32, 32),
         num_classes: int = 10,
         seq_len: int = 128,
@@ -73,6 +58,7 @@ class Synthetic:
             raise ValueError(f"dataset.kind must be images or tokens, got {kind!r}")
         self.kind = kind
         self.sizes = (num_samples, num_test_samples)
+        self.pool_size = pool_size
         self.image_shape = tuple(image_shape)
         self.num_classes = num_classes
         self.seq_len = seq_len
@@ -87,29 +73,14 @@ class Synthetic:
         return DataSpec(task="language_model", vocab_size=self.vocab_size, seq_len=self.seq_len)
 
     def load(self) -> DataSplits:
-        spec = self.known_spec()
-        train: Dataset
-        test: Dataset
+        train, test = (self._split(split, size) for split, size in enumerate(self.sizes))
+        return DataSplits(spec=self.known_spec(), train=train, test=test)
+
+    def _split(self, split: int, size: int) -> PooledSplit:
+        generator = _generator(self.seed, split)
+        count = min(size, self.pool_size)
         if self.kind == "images":
-            train, test = (
-                RandomImages(
-                    size=size,
-                    shape=self.image_shape,
-                    num_classes=self.num_classes,
-                    seed=self.seed,
-                    split=split,
-                )
-                for split, size in enumerate(self.sizes)
-            )
+            pool = random_images(count, self.image_shape, self.num_classes, generator)
         else:
-            train, test = (
-                RandomTokens(
-                    size=size,
-                    seq_len=self.seq_len,
-                    vocab_size=self.vocab_size,
-                    seed=self.seed,
-                    split=split,
-                )
-                for split, size in enumerate(self.sizes)
-            )
-        return DataSplits(spec=spec, train=train, test=test)
+            pool = random_tokens(count, self.seq_len, self.vocab_size, generator)
+        return PooledSplit(*pool, size=size)

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+import torch
 from torch import Tensor
-from torch.utils.data import Dataset
 
 from gradsync.data.layouts import PTB_FILES, WIKITEXT2_FILES
+from gradsync.data.memory import InMemorySplit
 from gradsync.data.spec import DataSpec, DataSplits
 from gradsync.data.vocab import Vocabulary, tokenize
 
@@ -22,12 +23,13 @@ from gradsync.data.vocab import Vocabulary, tokenize
 EVAL_SPLITS = {"valid": "validation", "test": "test"}
 
 
-class TokenWindows(Dataset[tuple[Tensor, Tensor]]):
+class TokenWindows(InMemorySplit):
     """Consecutive, non-overlapping windows of a token stream: ``(inputs, targets)``.
 
     Window i covers tokens ``[i*T, (i+1)*T)`` and its targets are the same span shifted by one;
     a final partial window is dropped. The trainer shuffles windows, so a model sees each as an
-    independent sequence (truncated BPTT without carrying state across windows).
+    independent sequence (truncated BPTT without carrying state across windows). The stream is
+    held whole (on the worker's device in training) and a batch of windows is one gather.
     """
 
     def __init__(self, stream: Tensor, seq_len: int) -> None:
@@ -40,12 +42,24 @@ class TokenWindows(Dataset[tuple[Tensor, Tensor]]):
         # The last window needs one token beyond it for its final target.
         return max(len(self.stream) - 1, 0) // self.seq_len
 
+    @property
+    def device(self) -> torch.device:
+        return self.stream.device
+
+    def to(self, device: torch.device) -> TokenWindows:
+        return self if self.device == device else TokenWindows(self.stream.to(device), self.seq_len)
+
     def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
         if not 0 <= index < len(self):
             raise IndexError(index)
         start = index * self.seq_len
         window = self.stream[start : start + self.seq_len + 1]
         return window[:-1], window[1:]
+
+    def batch(self, indices: Tensor, draws: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        span = torch.arange(self.seq_len, device=self.stream.device)
+        positions = indices[:, None] * self.seq_len + span  # B×T: each window's inputs
+        return self.stream.take(positions), self.stream.take(positions + 1)
 
 
 class WordCorpus:

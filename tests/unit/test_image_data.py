@@ -183,14 +183,17 @@ def test_imagenet_cannot_be_downloaded(tmp_path):
 
 
 # ---- synthetic ----------------------------------------------------------------------------
-def test_synthetic_images_are_deterministic_and_shaped():
+def test_synthetic_images_repeat_a_pool_drawn_once_from_the_seed():
     overrides = ["dataset.num_samples=40", "dataset.image_shape=[3,16,16]", "dataset.num_classes=5"]
+    overrides.append("dataset.pool_size=8")
     a, b = load("synthetic", *overrides), load("synthetic", *overrides)
     assert a.spec.task == "classification" and a.spec.input_shape == (3, 16, 16)
     assert (len(a.train), len(a.test)) == (40, 1000)
+    assert a.train.tensors[0].shape == (8, 3, 16, 16)  # only the pool is held
     x, y = a.train[7]
     assert x.shape == (3, 16, 16) and x.dtype == torch.float32 and 0 <= y < 5
-    assert torch.equal(x, b.train[7][0]) and y == b.train[7][1]
+    assert torch.equal(x, b.train[7][0]) and y == b.train[7][1]  # on every worker alike
+    assert torch.equal(x, a.train[15][0]) and y == a.train[15][1]  # item 7 of the pool again
     assert not torch.equal(x, a.train[8][0]) and not torch.equal(x, a.test[7][0])
     other_seed = load("synthetic", *overrides, "dataset.seed=1")
     assert not torch.equal(x, other_seed.train[7][0])

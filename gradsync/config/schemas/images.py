@@ -130,6 +130,7 @@ class FashionMNISTConfig(MNISTConfig):
 @dataclass
 class ImageNetConfig(FileDatasetConfig):
     name: ClassVar[str] = "imagenet"
+    streamed_from_disk: ClassVar[bool] = True
     _target_: str = "gradsync.data.imagenet.ImageNet"
     download: bool = False
     """Always false: ImageNet cannot be fetched automatically; place it under ``root`` by hand."""
@@ -171,6 +172,9 @@ class SyntheticConfig(TaskBound):
     """Training samples: random inputs with random labels, for timing rather than accuracy."""
     num_test_samples: int = 1_000
     """Test samples."""
+    pool_size: int = 256
+    """Distinct random items behind each split, held on every worker's device (sample i is
+    item i mod pool_size): 256 keep 224-px images to 150 MB per split."""
     image_shape: list[int] = field(default_factory=lambda: [3, 32, 32])
     """Channels, height, width of each image (kind=images)."""
     num_classes: int = 10
@@ -192,6 +196,7 @@ class SyntheticConfig(TaskBound):
         )
         require(self.num_samples >= 1, "dataset.num_samples must be >= 1")
         require(self.num_test_samples >= 1, "dataset.num_test_samples must be >= 1")
+        require(self.pool_size >= 1, f"dataset.pool_size must be >= 1, got {self.pool_size}")
         require(
             len(self.image_shape) == 3 and all(s >= 1 for s in self.image_shape),
             f"dataset.image_shape must be [channels, height, width], got {self.image_shape}",

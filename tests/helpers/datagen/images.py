@@ -29,12 +29,14 @@ def _dump(path: Path, obj: dict) -> None:
         pickle.dump(obj, f, protocol=2)
 
 
-def write_cifar10(root: Path) -> list[str]:
+def write_cifar10(root: Path, *, per_batch: int = CIFAR10_TRAIN_PER_BATCH) -> list[str]:
+    """Five training batches of ``per_batch`` images (10,000 in the real files) and a test
+    batch."""
     rng = np.random.default_rng(10)
     folder = root / "cifar-10-batches-py"
     batches = [f"data_batch_{i}" for i in range(1, 6)]
     for name in [*batches, "test_batch"]:
-        count = CIFAR_TEST if name == "test_batch" else CIFAR10_TRAIN_PER_BATCH
+        count = CIFAR_TEST if name == "test_batch" else per_batch
         labels = [int(v) for v in rng.integers(0, 10, size=count)]
         _dump(
             folder / name,
@@ -49,7 +51,7 @@ def write_cifar10(root: Path) -> list[str]:
     names += ["dog", "frog", "horse", "ship", "truck"]
     _dump(
         folder / "batches.meta",
-        {"label_names": names, "num_cases_per_batch": CIFAR10_TRAIN_PER_BATCH, "num_vis": 3072},
+        {"label_names": names, "num_cases_per_batch": per_batch, "num_vis": 3072},
     )
     return [f"dataset.root={root}", "dataset.verify=false"]
 
