@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
+
+from gradsync.durations import Duration
 
 Payload = tuple[Tensor, ...]
 """The only thing that goes on the wire. A compressor's context stays on its worker."""
@@ -107,6 +109,12 @@ class Compressor(Protocol):
     """``decompress(compress(g))`` is g itself at ``selected``'s indices and 0 elsewhere (a
     sparsifier sending g's own values), so error feedback keeps g with those indices zeroed and
     needs no dense decompressed copy (``ErrorFeedback.forget_sent``)."""
+    host_syncs: ClassVar[Mapping[str, str]]
+    """Where the method decides on the host, so a GPU worker waits for its device: each point
+    its ``compress`` (or the exchange of its payloads) may pass through ``host_sync`` (named
+    ``<compressor>.<what>``, or a collective's own, such as ``all_gather.lengths``), with why.
+    Points reached only with several workers or with some options are declared too; empty for a
+    compressor that never waits (``gradsync/comm/host_sync.py``)."""
 
     def density_at(self, epoch: int) -> float:
         """The fraction it selects in ``epoch``: ``density``, or more during a warm-up
@@ -266,17 +274,17 @@ class SyncStats:
     density_setup: float
     density_actual: Metric
     error_norm: Metric
-    time_compress: float
-    time_comm: float
-    time_update: float
-    time_in_backward: float = 0.0
+    time_compress: Duration
+    time_comm: Duration
+    time_update: Duration
+    time_in_backward: Duration = 0.0
     """Part of ``time_compress`` spent inside backward (compression in gradient hooks): the
     loop takes it out of ``time/backward`` so the parts of an iteration add up."""
-    time_in_forward: float = 0.0
+    time_in_forward: Duration = 0.0
     """Part of ``time_compress``, ``time_comm`` and ``time_update`` spent inside the forward
     pass (sends started as it begins; waiting for and applying each layer's update as its
     forward begins): the loop takes it out of ``time/forward``."""
-    extra: dict[str, float] = field(default_factory=dict)
+    extra: Mapping[str, Duration] = field(default_factory=dict)
     """A strategy's own metrics, logged as they are named (``sched/groups``, ...)."""
 
 

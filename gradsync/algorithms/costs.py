@@ -2,6 +2,9 @@
 (docs/methods/index.md, "Merged sparse groups: the OMGS timeline").
 
 * selection (top-k) time ``TKPM(d) = γ·ρ·d·log2 d`` for a group of d elements;
+* the engine's own work per group on the compute stream, δ: flattening the group, handing it
+  to the communication thread, writing its average back (what makes many small groups cost
+  more than their top-k: the paper's model has none, gradsync fits it);
 * exchange (all-gather) time ``AGPM(d) = α + β·bytes``, bytes = what one worker sends for the
   group: ρ·d (value, index) pairs for a sparsifier, d values for a dense all-reduce.
 """
@@ -24,11 +27,17 @@ class CostModel:
     density: float
     bytes_per_element: float = 8.0
     """Bytes one selected element costs on the wire (float32 value + int32 index)."""
+    delta: float = 0.0
+    """Seconds of the engine's own work per group on the compute stream."""
 
     def select_seconds(self, d: int) -> float:
         if d <= 1 or self.density >= 1.0:  # dense: nothing to select
             return 0.0
         return self.gamma * self.density * d * math.log2(d)
+
+    def group_seconds(self, d: int) -> float:
+        """What a group of d elements adds to the compute stream: δ and its selection."""
+        return self.delta + self.select_seconds(d)
 
     def wire_bytes(self, d: int) -> float:
         return max(1, int(self.density * d)) * self.bytes_per_element if d else 0.0
@@ -58,6 +67,26 @@ def fit_gamma(sizes: Sequence[int], seconds: Sequence[float], density: float) ->
     if denominator == 0:
         raise ValueError("fit_gamma needs sizes above 1")
     return max(sum(v * t for v, t in zip(x, seconds, strict=True)) / denominator, 0.0)
+
+
+def fit_gamma_delta(
+    sizes: Sequence[int], seconds: Sequence[float], density: float
+) -> tuple[float, float]:
+    """Least-squares (γ, δ) of ``seconds ≈ δ + γ·ρ·d·log2 d``: the fixed part of each group's
+    time on the compute stream and TKPM's slope, both clamped at 0 (then the other refitted)."""
+    x = [density * d * math.log2(d) if d > 1 else 0.0 for d in sizes]
+    n = len(x)
+    if n < 2 or len(set(x)) < 2:
+        raise ValueError("fit_gamma_delta needs at least two different sizes")
+    mean_x, mean_t = sum(x) / n, sum(seconds) / n
+    sxx = sum((v - mean_x) ** 2 for v in x)
+    gamma = sum((v - mean_x) * (t - mean_t) for v, t in zip(x, seconds, strict=True)) / sxx
+    delta = mean_t - gamma * mean_x
+    if gamma < 0:  # no growth with size: all of it is fixed
+        return 0.0, max(mean_t, 0.0)
+    if delta < 0:  # no fixed part: through the origin, as TKPM alone
+        return fit_gamma(sizes, seconds, density), 0.0
+    return gamma, delta
 
 
 def fit_alpha_beta(nbytes: Sequence[float], seconds: Sequence[float]) -> tuple[float, float]:

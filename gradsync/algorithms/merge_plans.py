@@ -76,14 +76,14 @@ def timeline(
     elements = [sum(layers.sizes[i] for i in group) for group in groups]
     compute_end = math.inf  # without ``after``, every exchange is priced by ``cost``
     if after is not None:
-        busy = sum(layers.backward) + sum(cost.select_seconds(d) for d in elements)
+        busy = sum(layers.backward) + sum(cost.group_seconds(d) for d in elements)
         compute_end = after_share * busy
     compute = comm_free = 0.0
     times = []
     for group, d in zip(groups, elements, strict=True):
         start = compute
         ready = start + sum(layers.backward[i] for i in group)
-        select = cost.select_seconds(d)
+        select = cost.group_seconds(d)
         compute = ready + select
         comm_start = max(compute, comm_free)
         priced = after if after is not None and comm_start >= compute_end else cost
@@ -171,9 +171,9 @@ def _paper_test(layers: Layers, cost: CostModel) -> Callable[[list[int], int], b
         times = timeline(tuple(plan), layers, cost)
         backward, sizes = _group_sizes(plan, layers)
         u = times[g].backward_start + backward[g] + backward[g + 1]
-        select_apart = cost.select_seconds(sizes[g]) + cost.select_seconds(sizes[g + 1])
+        select_apart = cost.group_seconds(sizes[g]) + cost.group_seconds(sizes[g + 1])
         q3 = u + select_apart < times[g].comm_start + cost.comm_seconds(sizes[g])
-        q5 = times[g].comm_start + cost.alpha > u + cost.select_seconds(sizes[g] + sizes[g + 1])
+        q5 = times[g].comm_start + cost.alpha > u + cost.group_seconds(sizes[g] + sizes[g + 1])
         return q3 and q5
 
     return accept
@@ -197,9 +197,9 @@ def code_rule(layers: Layers, cost: CostModel) -> Plan:
         idle = times[g].comm_start - (times[g].select_start + times[g].select)
         tw = (
             backward[g + 1]
-            + cost.select_seconds(a + b)
-            - cost.select_seconds(a)
-            - cost.select_seconds(b)
+            + cost.group_seconds(a + b)
+            - cost.group_seconds(a)
+            - cost.group_seconds(b)
             - idle
         )
         tsave = cost.comm_seconds(a) + cost.comm_seconds(b) - cost.comm_seconds(a + b)
@@ -242,7 +242,7 @@ def optimal_plan(layers: Layers, cost: CostModel) -> Plan:
     for j in range(1, count + 1):
         groups = [prefix_d[j] - prefix_d[i] for i in range(j)]
         work = np.array(
-            [prefix_b[j] - prefix_b[i] + cost.select_seconds(d) for i, d in enumerate(groups)]
+            [prefix_b[j] - prefix_b[i] + cost.group_seconds(d) for i, d in enumerate(groups)]
         )
         comm = np.array([cost.comm_seconds(d) for d in groups])
         rows = np.flatnonzero(boundary < j)

@@ -32,17 +32,20 @@ def link_costs(rate_mbit: float, workers: int) -> tuple[float, float]:
     return alpha, cluster.all_gather(1.0) - alpha
 
 
-def _exchange_costs(cfg: DictConfig) -> tuple[float | None, float, float, str]:
+def _exchange_costs(cfg: DictConfig) -> tuple[float | None, float, float, float, str]:
+    """(γ or None to measure it here, δ, α, β, where they come from)."""
     costs = cfg.scheduler.get("costs")
     if costs:
         fitted = json.loads(Path(costs).read_text(encoding="utf-8"))
-        return fitted["gamma"], fitted["alpha"], fitted["beta"], f"fitted values from {costs}"
+        gamma, alpha, beta = fitted["gamma"], fitted["alpha"], fitted["beta"]
+        return gamma, fitted.get("delta", 0.0), alpha, beta, f"fitted values from {costs}"
     from gradsync.dist.rates import DEFAULT_RATE, rate_mbit
 
     bandwidth = str(cfg.runner.get("bandwidth") or DEFAULT_RATE)
     alpha, beta = link_costs(rate_mbit(bandwidth), int(cfg.trainer.workers))
     return (
         None,
+        0.0,
         alpha,
         beta,
         f"a {bandwidth} link, all-gather ring over {cfg.trainer.workers} workers",
@@ -62,11 +65,16 @@ def plan(cfg: DictConfig) -> str:
     model, loss, _ = training_step(cfg)  # one batch as the training loader collates it
     backward, forward = profile_model(model, loss)
     density = float(cfg.compressor.get("density", 1.0))
-    gamma, alpha, beta, source = _exchange_costs(cfg)
+    gamma, delta, alpha, beta, source = _exchange_costs(cfg)
     if gamma is None:
         gamma = measure_gamma(density, SoloCollective(), torch.device("cpu"), clock=perf_counter)
     cost = CostModel(
-        gamma=gamma, alpha=alpha, beta=beta, density=density, bytes_per_element=SPARSE_ELEMENT_BYTES
+        gamma=gamma,
+        alpha=alpha,
+        beta=beta,
+        density=density,
+        bytes_per_element=SPARSE_ELEMENT_BYTES,
+        delta=delta,
     )
     params = [name for name, p in model.named_parameters() if p.requires_grad][::-1]
     layers = Layers(
@@ -79,8 +87,8 @@ def plan(cfg: DictConfig) -> str:
         f"{len(layers)} tensors, {sum(layers.sizes):,} elements; density {density:g}; "
         f"batch {cfg.trainer.batch_size}: forward {forward * 1e3:.2f} ms, "
         f"backward {sum(backward) * 1e3:.2f} ms",
-        f"cost model: gamma={gamma:.3g} s (torch.topk here), alpha={alpha:.3g} s, "
-        f"beta={beta:.3g} s/byte ({source})",
+        f"cost model: gamma={gamma:.3g} s (torch.topk here), delta={delta:.3g} s a group, "
+        f"alpha={alpha:.3g} s, beta={beta:.3g} s/byte ({source})",
         "",
         f"{'plan':<22} {'groups':>6} {'iteration (ms)':>15} {'vs one group':>13}",
     ]

@@ -25,8 +25,12 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from gradsync.comm.host_sync import host_sync
 from gradsync.comm.membership import member_group, member_work, wait_all
 from gradsync.types import Payload
+
+LENGTHS_SYNC = "all_gather.lengths"
+"""The host sync of an all-gather whose lengths differ between workers (``_gather_lengths``)."""
 
 
 @dataclass
@@ -56,6 +60,23 @@ class ByteCounter:
 
 
 _REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
+
+
+def _allreduce_options(op: str, *, async_op: bool) -> dist.AllreduceOptions:
+    options = dist.AllreduceOptions()
+    options.reduceOp = _REDUCE_OPS[op]
+    if hasattr(options, "asyncOp"):  # newer torch: lets NCCL skip its own wait when True
+        options.asyncOp = async_op
+    return options
+
+
+# Made once: a step issues an all-reduce per group, and torch's wrapper (``dist.all_reduce``)
+# costs more Python per call than the process group's own method it ends in.
+_ALLREDUCE_OPTIONS = {
+    (op, async_op): _allreduce_options(op, async_op=async_op)
+    for op in _REDUCE_OPS
+    for async_op in (False, True)
+}
 _GLOO_IFNAME = "GLOO_SOCKET_IFNAME"
 
 
@@ -104,6 +125,9 @@ class TorchCollective:
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
         self._counter = ByteCounter()
+        world = dist.group.WORLD
+        assert world is not None, "the default process group is made before any collective"
+        self._process_group: dist.ProcessGroup = group if group is not None else world
 
     def barrier(self) -> None:
         dist.barrier(group=self.group)
@@ -131,30 +155,33 @@ class TorchCollective:
     # ---- collectives ----------------------------------------------------------------------
     def all_reduce(self, payload: Payload, *, op: str = "sum") -> Payload:
         """Sum (``op="max"``: maximum) of every tensor of the payload over workers, in place."""
-        n = self.world_size
-        for tensor in payload:
-            size = _nbytes(tensor)
-            self._add(size, 2 * (n - 1) / n * size)
-            dist.all_reduce(tensor, op=_REDUCE_OPS[op], group=self.group)
+        for work in self._issue_all_reduce(payload, op, async_op=False):
+            work.wait()
         return payload
 
     def start_all_reduce(self, payload: Payload, *, op: str = "sum") -> Callable[[], Payload]:
         """Start summing the payload over workers without waiting (the process group's own
         threads do the work); call the returned function to wait for the result."""
-        n = self.world_size
-        works = []
-        for tensor in payload:
-            size = _nbytes(tensor)
-            self._add(size, 2 * (n - 1) / n * size)
-            works.append(
-                dist.all_reduce(tensor, op=_REDUCE_OPS[op], group=self.group, async_op=True)
-            )
+        works = self._issue_all_reduce(payload, op, async_op=True)
 
         def finish() -> Payload:
             wait_all(works)
             return payload
 
         return finish
+
+    def _issue_all_reduce(self, payload: Payload, op: str, *, async_op: bool) -> list[dist.Work]:
+        """Each tensor's all-reduce, issued on the process group itself (what
+        ``dist.all_reduce`` ends in, without its per-call checks: payloads are real tensors of
+        this group's members)."""
+        n = self.world_size
+        options = _ALLREDUCE_OPTIONS[op, async_op]
+        works = []
+        for tensor in payload:
+            size = _nbytes(tensor)
+            self._add(size, 2 * (n - 1) / n * size)
+            works.append(self._process_group.allreduce([tensor], options))
+        return works
 
     def all_gather(self, payload: Payload, *, same_shape: bool = False) -> list[Payload]:
         """Every worker's payload, in rank order.
@@ -194,7 +221,8 @@ class TorchCollective:
         theirs = [torch.empty_like(mine) for _ in range(self.world_size)]
         self._add(_nbytes(mine), (self.world_size - 1) * _nbytes(mine))
         dist.all_gather(theirs, mine, group=self.group)
-        by_rank: list[list[int]] = torch.stack(theirs).tolist()
+        with host_sync(LENGTHS_SYNC):  # each padded tensor's length is decided on the host
+            by_rank: list[list[int]] = torch.stack(theirs).tolist()
         return [list(per_tensor) for per_tensor in zip(*by_rank, strict=True)]
 
     def broadcast(self, payload: Payload, *, src: int) -> Payload:

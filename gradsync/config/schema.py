@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from hydra.core.config_store import ConfigStore
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 
+from gradsync.data import loader_workers
 from gradsync.dist.run_name import torchrun_run_name
 
 if TYPE_CHECKING:
@@ -130,13 +131,19 @@ class TrainerConfig:
     """A checkpoint directory, or a run directory whose latest checkpoint is used."""
     threads_per_worker: int = 1
     """torch's intra-op threads in each worker process."""
-    loader_workers: int = 0
-    """DataLoader worker processes per training worker (0: load in the training process)."""
+    loader_workers: str = "auto"
+    """Loader processes per worker for a dataset read from disk (imagenet; datasets held in
+    memory use none): auto, the worker's share of its cores less its compute threads (at most
+    16), or a number (0: load in the training process)."""
     eval_batch_size: int = 256
     """Samples per batch when evaluating."""
     comm_timeout_s: int = 120
     """A collective that gets no reply from a peer for this long fails the job (a worker that
     hangs or died inside a collective), instead of waiting forever."""
+    check_host_syncs_from: int | None = None
+    """From this step on, a training step that makes a host synchronization its scheduler and
+    compressor do not declare fails the job (on a GPU, under torch.cuda's sync debug mode; on
+    the CPU, the declared points reached are checked). For developers of a method; null: off."""
     servers: int = 1
     """Parameter-server processes, started besides the workers when the scheduler uses a
     parameter server (ps_bsp, asp, ssp; osp takes exactly 1); they hold the global model and
@@ -172,9 +179,14 @@ class TrainerConfig:
         require(self.log_every >= 1, f"trainer.log_every must be >= 1, got {self.log_every}")
         require(self.eval_every_epochs >= 1, "trainer.eval_every_epochs must be >= 1")
         require(self.threads_per_worker >= 1, "trainer.threads_per_worker must be >= 1")
-        require(self.loader_workers >= 0, "trainer.loader_workers must be >= 0")
+        problem = loader_workers.setting_problem(self.loader_workers)
+        require(problem is None, str(problem))
         require(self.eval_batch_size >= 1, "trainer.eval_batch_size must be >= 1")
         require(self.comm_timeout_s >= 1, "trainer.comm_timeout_s must be >= 1")
+        require(
+            self.check_host_syncs_from is None or self.check_host_syncs_from >= 0,
+            "trainer.check_host_syncs_from must be >= 0 or null",
+        )
         require(
             not (self.nesterov and self.momentum == 0),
             "trainer.nesterov=true needs trainer.momentum > 0",
@@ -201,6 +213,8 @@ class FileDatasetConfig(TaskBound):
     """
 
     name: ClassVar[str] = "dataset"
+    streamed_from_disk: ClassVar[bool] = False
+    """Read from disk per batch by loader processes (else held in memory, the whole split)."""
     root: str = "${oc.env:GRADSYNC_DATA,data}"
     """Directory holding the data (default: $GRADSYNC_DATA, else ./data)."""
     download: bool = False
@@ -283,8 +297,17 @@ def _per_node(workers: int, nodes: int) -> int:
     return int(workers) // int(nodes)
 
 
-def _cpus_per_task(threads: int, loader_workers: int) -> int:
-    return int(threads) + int(loader_workers)
+def streamed_from_disk(dataset: Any) -> bool:
+    """Whether a config's dataset is read from disk per batch by loader processes (its schema's
+    ``streamed_from_disk``); datasets without the declaration are held in memory."""
+    return bool(getattr(option_schema(dataset, "dataset"), "streamed_from_disk", False))
+
+
+def _cpus_per_task(threads: int, loaders: str, *, _root_: Any) -> int:
+    """Compute threads plus loader processes: a number as given; under auto, what
+    ``loader_workers.slurm_loader_cores`` asks for the job's dataset."""
+    streamed = streamed_from_disk(_root_.get("dataset"))
+    return int(threads) + loader_workers.slurm_loader_cores(loaders, streamed=streamed)
 
 
 def _gpus_per_node(

@@ -167,7 +167,13 @@ def _planned_with(job: Job, cost: CostModel) -> CostModel:
         fit = json.loads(Path(str(job.scheduler.costs)).read_text())
     if fit is None:
         return cost
-    return replace(cost, gamma=fit["gamma"], alpha=fit["alpha"], beta=fit["beta"])
+    return replace(
+        cost,
+        gamma=fit["gamma"],
+        alpha=fit["alpha"],
+        beta=fit["beta"],
+        delta=fit.get("delta", 0.0),  # older runs and files fitted none
+    )
 
 
 def _log2(n: int) -> float:

@@ -10,6 +10,7 @@ compute, whose workers leave the cores free while they wait on the network.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -17,11 +18,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -30,10 +31,11 @@ if TYPE_CHECKING:
 
     from torch import Tensor, nn
 
+    from gradsync.data.feeds import TrainFeed
+
 PROFILE_STEPS, MAX_PROFILE_STEPS = 5, 50
 PROFILE_S = 3.0
 PROBE_TIMEOUT_S = 600  # a guard against a hung probe: ResNet-50's takes minutes
-_Batch = TypeVar("_Batch")
 
 
 @dataclass(frozen=True)
@@ -121,8 +123,9 @@ def _job_parts(
     """The job's model, one step's loss on a real batch, its parameters, a function that loads
     the next batch as the training loop does, and the loss of such a batch."""
     import torch
-    from torch.utils.data import DataLoader, default_collate
+    from torch.utils.data import default_collate
 
+    from gradsync.data.feeds import make_feeds
     from gradsync.tasks import build_task
     from gradsync.train.build import build_data, build_model
 
@@ -134,7 +137,18 @@ def _job_parts(
     batch_size = int(cfg.trainer.batch_size)
     batch = tuple(default_collate([data.train[i] for i in range(batch_size)]))
     params: list[Tensor] = [p for p in model.parameters() if p.requires_grad]
-    batches = _forever(DataLoader(data.train, batch_size=batch_size, shuffle=True, drop_last=True))
+    # The training loop's own path (held in memory, or read in this process), as one worker.
+    feeds = make_feeds(
+        data,
+        device=torch.device("cpu"),
+        batch_size=batch_size,
+        eval_batch_size=batch_size,
+        rank=0,
+        workers=1,
+        seed=int(cfg.trainer.seed),
+        loader_workers=0,
+    )
+    batches = _forever(feeds.train)
     return (
         model,
         lambda: task.loss(model, batch),
@@ -144,10 +158,24 @@ def _job_parts(
     )
 
 
-def _forever(loader: Iterable[_Batch]) -> Iterator[_Batch]:
-    """The loader's batches, epoch after epoch."""
-    while True:
-        yield from loader
+def _forever(feed: TrainFeed) -> Iterator[tuple[Tensor, ...]]:
+    """The feed's batches, epoch after epoch."""
+    for epoch in itertools.count():
+        yield from feed.epoch(epoch, skip=0)
+
+
+def _read_by_loader_processes(cfg: DictConfig) -> bool:
+    """Whether the job's batches come from loader processes, off the training process: a
+    dataset read from disk, with loader workers (under auto, as a worker on this host has)."""
+    from gradsync.config.schema import streamed_from_disk
+    from gradsync.data import loader_workers
+
+    if not streamed_from_disk(cfg.dataset):
+        return False
+    t = cfg.trainer
+    cpus = loader_workers.worker_cpus(os.environ, slurm_task=False, processes_here=int(t.workers))
+    setting = str(t.loader_workers)
+    return loader_workers.loader_workers(setting, cpus=cpus, threads=int(t.threads_per_worker)) > 0
 
 
 class MeasurementError(RuntimeError):
@@ -282,7 +310,7 @@ def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
     gradient = _flat_gradient(params)
     # Loading is timed after the gradient is taken: its batches stay the same however many
     # steps the timing takes.
-    prefetched = int(OmegaConf.select(cfg, "trainer.loader_workers") or 0) > 0
+    prefetched = _read_by_loader_processes(cfg)
     data = 0.0 if prefetched else median_seconds(load, repeats=steps, clock=time.perf_counter)
     optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9)
     update = median_seconds(optimizer.step, repeats=steps, clock=time.perf_counter)

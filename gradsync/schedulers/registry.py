@@ -25,7 +25,9 @@ from gradsync.schedulers.pipelined.config import (
     OmgsSchedulerConfig,
     WfbpSchedulerConfig,
 )
+from gradsync.schedulers.priority.config import HOST_SYNCS as PRIORITY_HOST_SYNCS
 from gradsync.schedulers.priority.config import ByteSchedulerConfig, UsByteConfig
+from gradsync.schedulers.ps.config import HOST_SYNCS as SERVER_HOST_SYNCS
 from gradsync.schedulers.ps.config import AspConfig, OspConfig, PsBspConfig, SspConfig
 
 if TYPE_CHECKING:
@@ -60,8 +62,8 @@ class Capabilities:
     """It exchanges while backward runs (from a communication thread)."""
     concurrent_exchanges: bool = False
     """Several of its exchanges may be in flight at once: its communication thread starts them
-    and finishes them later (partitions under a credit, two links). Otherwise no collective of
-    its runs beside another."""
+    and finishes them later (every group's all-reduce of the exchange engine, partitions under
+    a credit, two links). Otherwise no collective of its runs beside another."""
     lockstep: bool = True
     """Every worker takes part in every step (False: asynchronous parameter servers)."""
     fits_in_place: bool = False
@@ -81,6 +83,10 @@ class Capabilities:
     step (the exchange engine's ``step``), so an overflowing step is skipped on all of them at
     once and its error feedback undone. Deferred updates (applied in the next forward pass, or
     steps later with other steps' gradients summed in) and servers that step cannot."""
+    host_syncs: tuple[tuple[str, str], ...] = ()
+    """(point, why) of each place where a steady step of it waits on the host for the device
+    because the method decides something there (``gradsync/comm/host_sync.py``); profiled
+    steps may wait anywhere. Every other wait is a defect (``trainer.check_host_syncs_from``)."""
 
 
 @dataclass(frozen=True)
@@ -142,11 +148,20 @@ def _registry(specs: Iterable[SchedulerSpec]) -> dict[str, SchedulerSpec]:
     return registry
 
 
-_PIPELINED = Capabilities(overlaps_backward=True, equals_allreduce=True, loss_scaling=True)
-_PRIORITY = Capabilities(
-    allreduces=True, overlaps_backward=True, concurrent_exchanges=True, equals_allreduce=True
+# The exchange engine starts each group's all-reduce and goes on: several may be in flight.
+_PIPELINED = Capabilities(
+    overlaps_backward=True, concurrent_exchanges=True, equals_allreduce=True, loss_scaling=True
 )
-_ASYNCHRONOUS_SERVERS = Capabilities(parameter_server=True, resumable=False, lockstep=False)
+_PRIORITY = Capabilities(
+    allreduces=True,
+    overlaps_backward=True,
+    concurrent_exchanges=True,
+    equals_allreduce=True,
+    host_syncs=PRIORITY_HOST_SYNCS,
+)
+_ASYNCHRONOUS_SERVERS = Capabilities(
+    parameter_server=True, resumable=False, lockstep=False, host_syncs=SERVER_HOST_SYNCS
+)
 
 SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
     [
@@ -154,7 +169,9 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             name="allreduce",
             summary="one exchange of the whole flattened gradient after backward",
             config=AllreduceConfig,
-            capabilities=Capabilities(equals_allreduce=True, loss_scaling=True),
+            capabilities=Capabilities(
+                concurrent_exchanges=True, equals_allreduce=True, loss_scaling=True
+            ),
             cost_model="gradsync.schedulers.allreduce.cost:iteration",
             headline=(("none",), ("topk",), ("deft",), ("cltk",), ("terngrad",)),
         ),
@@ -163,7 +180,11 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             summary="DDP's wait-free backpropagation: buckets all-reduced during backward",
             config=WfbpSchedulerConfig,
             capabilities=Capabilities(
-                allreduces=True, overlaps_backward=True, equals_allreduce=True, loss_scaling=True
+                allreduces=True,
+                overlaps_backward=True,
+                concurrent_exchanges=True,
+                equals_allreduce=True,
+                loss_scaling=True,
             ),
             cost_model="gradsync.schedulers.pipelined.cost:wfbp",
             baseline=True,
@@ -188,8 +209,9 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             config=OmgsSchedulerConfig,
             capabilities=Capabilities(
                 overlaps_backward=True,
+                concurrent_exchanges=True,
                 fits_in_place=True,
-                decisions=("gamma", "alpha", "beta"),
+                decisions=("gamma", "delta", "alpha", "beta"),
                 equals_allreduce=True,
                 loss_scaling=True,
             ),
@@ -233,7 +255,10 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
             summary="parameter server, bulk synchronous",
             config=PsBspConfig,
             capabilities=Capabilities(
-                parameter_server=True, resumable=False, equals_allreduce=True
+                parameter_server=True,
+                resumable=False,
+                equals_allreduce=True,
+                host_syncs=SERVER_HOST_SYNCS,
             ),
             cost_model="gradsync.schedulers.ps.cost:bulk_synchronous",
             headline=(("none",),),
@@ -261,12 +286,23 @@ SCHEDULERS: Mapping[str, SchedulerSpec] = _registry(
                 resumable=False,
                 dense_only=True,
                 servers=1,
+                host_syncs=SERVER_HOST_SYNCS,
             ),
             cost_model="gradsync.schedulers.ps.cost:overlapped_synchronous",
             headline=(("none",),),
         ),
     ]
 )
+
+
+def peer_schedulers() -> list[str]:
+    """The schedulers whose workers exchange among themselves in every step, with no servers
+    (what a one-process benchmark or test can run with the exchange engine alone)."""
+    return [
+        name
+        for name, spec in SCHEDULERS.items()
+        if spec.capabilities.lockstep and not spec.capabilities.parameter_server
+    ]
 
 
 def spec_named(name: str) -> SchedulerSpec:

@@ -4,25 +4,24 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
-from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from gradsync.data.sharding import ShardedBatchSampler
+from gradsync.data.feeds import Batch, TrainFeed
 from gradsync.metrics.window import MetricsWindow
-from gradsync.schedulers.engine.step_timer import StepTimer, elapsed
+from gradsync.schedulers.engine.step_timer import Mark, StepTimer, elapsed
 from gradsync.tasks import Task
 from gradsync.train import checkpoint
 from gradsync.train.faults import FaultPlan
 from gradsync.train.precision import MixedPrecision
+from gradsync.train.sync_check import HostSyncCheck
 from gradsync.types import Collective, MetricsLogger, SyncModel
 
 log = logging.getLogger("gradsync")
@@ -48,9 +47,8 @@ class Trainer:
         lr_scheduler: LambdaLR,
         sync: SyncModel,
         collective: Collective,
-        train_loader: DataLoader,
-        sampler: ShardedBatchSampler,
-        eval_loader: DataLoader,
+        train_batches: TrainFeed,
+        eval_batches: Iterable[Batch],
         logger: MetricsLogger,
         schedule: Schedule,
         device: torch.device,
@@ -59,6 +57,7 @@ class Trainer:
         global_batch: int,
         fault: FaultPlan,
         show_progress: bool,
+        host_syncs: HostSyncCheck | None = None,
     ) -> None:
         self.model = model
         self.task = task
@@ -66,9 +65,8 @@ class Trainer:
         self.lr_scheduler = lr_scheduler
         self.sync = sync
         self.collective = collective
-        self.train_loader = train_loader
-        self.sampler = sampler
-        self.eval_loader = eval_loader
+        self.train_batches = train_batches
+        self.eval_batches = eval_batches
         self.logger = logger
         self.schedule = schedule
         self.device = device
@@ -78,6 +76,8 @@ class Trainer:
         self.global_batch = global_batch
         self.fault = fault
         self.show_progress = show_progress
+        self.host_syncs = host_syncs or HostSyncCheck(declared={}, device=device, from_step=None)
+        """``trainer.check_host_syncs_from``: the steps it checks run under it."""
         self.position = checkpoint.Position(epoch=0, batch_in_epoch=0, step=0)
         self.window = MetricsWindow()
         self._started = time.perf_counter()
@@ -98,16 +98,24 @@ class Trainer:
                 self._train_epoch(progress)
             if self.window.steps:  # steps since the last full log window
                 self._log_window()
+            if self.host_syncs.from_step is not None:
+                passed = self.host_syncs.passed
+                seen = ", ".join(f"{p} ×{n}" for p, n in sorted(passed.items())) or "none"
+                log.info(f"host syncs from step {self.host_syncs.from_step}: {seen}")
         finally:
             progress.close()
 
     def _train_epoch(self, progress: tqdm) -> None:
         s = self.schedule
         epoch, done_in_epoch = self.position.epoch, self.position.batch_in_epoch
-        self.sampler.set_epoch(epoch, skip_batches=done_in_epoch)
-        batches = self._timed(iter(self.train_loader))
-        for batch, data_time in batches:
-            self._train_step(batch, data_time)
+        batches = self._timed(self.train_batches.epoch(epoch, skip=done_in_epoch))
+        while True:
+            with self.host_syncs.step(self.position.step):  # taking the batch included
+                taken = next(batches, None)
+                if taken is not None:
+                    self._train_step(*taken)
+            if taken is None:
+                break
             done_in_epoch += 1
             self.position = checkpoint.Position(epoch, done_in_epoch, self.position.step + 1)
             progress.update(1)
@@ -124,25 +132,26 @@ class Trainer:
         if s.save_checkpoints:
             self.save()
 
-    def _timed(self, it: Iterator[Any]) -> Iterator[tuple[Any, float]]:
-        # Loading is the host's work (a GPU's queued kernels need not finish for it): the wall
-        # clock, no wait for the device.
+    def _timed(self, it: Iterator[Batch]) -> Iterator[tuple[Batch, Mark, Mark]]:
+        # Marks around taking each batch. On a GPU they are events on the compute stream, so
+        # the span is what the step's stream spent on data: the batch's kernels (cutting,
+        # augmenting) or its wait for a side-stream copy when the device is the bottleneck,
+        # the host's wait for a loader when the host is.
         while True:
-            start = time.perf_counter()
+            start = self.timer.mark()
             try:
                 batch = next(it)
             except StopIteration:
                 return
-            yield batch, time.perf_counter() - start
+            yield batch, start, self.timer.mark()
 
-    def _train_step(self, batch: tuple[Tensor, ...], data_time: float) -> None:
+    def _train_step(self, batch: Batch, data_start: Mark, data_end: Mark) -> None:
         self.fault.check(self.position.step)
         # Marks, not clock reads: on a GPU an event each, turned into seconds when the window
         # is logged, so the step never waits for the device to time itself.
         timer = self.timer
         start = timer.mark()
         self.sync.begin(step=self.position.step, epoch=self.position.epoch)
-        batch = tuple(t.to(self.device, non_blocking=True) for t in batch)
         with self.precision.autocast():
             loss = self.task.loss(self.model, batch)
         forwarded = timer.mark()
@@ -163,13 +172,13 @@ class Trainer:
                 "comm/density_setup": stats.density_setup,
                 "comm/density_actual": stats.density_actual,
                 "comm/error_norm": stats.error_norm,
-                "time/data": data_time,
+                "time/data": elapsed(data_start, data_end),
                 "time/forward": elapsed(start, forwarded, -stats.time_in_forward),
                 "time/backward": elapsed(forwarded, backwarded, -stats.time_in_backward),
                 "time/compress": stats.time_compress,
                 "time/comm": stats.time_comm,
                 "time/update": stats.time_update,
-                "time/iteration": elapsed(start, ended, data_time),
+                "time/iteration": elapsed(data_start, ended),
                 **stats.extra,
             }
         )
@@ -233,8 +242,7 @@ class Trainer:
     def _evaluate(self) -> None:
         self.model.eval()
         sums = [0.0] * len(self.task.eval_keys)
-        for batch in self.eval_loader:
-            batch = tuple(t.to(self.device, non_blocking=True) for t in batch)
+        for batch in self.eval_batches:  # on the device already
             with self.precision.autocast():
                 batch_sums = self.task.eval_sums(self.model, batch)
             sums = [a + b for a, b in zip(sums, batch_sums, strict=True)]

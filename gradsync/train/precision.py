@@ -17,10 +17,16 @@ import torch
 from torch import Tensor
 
 from gradsync.config.schema import Precision
+from gradsync.schedulers.engine import loss_scale
 from gradsync.schedulers.engine.loss_scale import LossScale
 
 _AUTOCAST = {Precision.bf16: torch.bfloat16, Precision.fp16: torch.float16}
 LOSS_SCALE_METRIC = "train/loss_scale"
+
+
+def precision_host_syncs(precision: Precision) -> Mapping[str, str]:
+    """Where a step at ``precision`` waits on the host by design: fp16's loss scale."""
+    return loss_scale.HOST_SYNCS if precision is Precision.fp16 else {}
 
 
 class MixedPrecision:

@@ -23,12 +23,13 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
-from torch.utils.data import DataLoader, Subset
 
 from gradsync.comm.collective import TorchCollective
 from gradsync.comm.probe import allreduce_mbit, probe_bytes
+from gradsync.data import loader_workers
+from gradsync.data.feeds import Feeds, make_feeds
 from gradsync.data.once import load_in_turn
-from gradsync.data.sharding import ShardedBatchSampler, eval_shard
+from gradsync.data.sharding import ShardedBatchSampler
 from gradsync.data.spec import DataSplits
 from gradsync.dist.backends import bound_device, job_backends, tensors_on
 from gradsync.dist.devices import gpu_shortage, gpus_on_node, local_device, workers_on_node
@@ -41,6 +42,7 @@ from gradsync.train import build as builders
 from gradsync.train.checkpoint import resolve_checkpoint
 from gradsync.train.faults import FaultPlan, as_comm_timeout
 from gradsync.train.loop import Schedule, Trainer
+from gradsync.train.sync_check import HostSyncCheck, declared_host_syncs
 from gradsync.train.timing import make_clock
 from gradsync.types import MetricsLogger
 
@@ -147,23 +149,7 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         return
     collective = TorchCollective(group=workers, timeout=timedelta(seconds=t.comm_timeout_s))
     clock = make_clock(device)
-    sampler = ShardedBatchSampler(
-        len(data.train),  # type: ignore[arg-type]
-        batch_size=t.batch_size,
-        rank=env.rank,
-        world_size=t.workers,
-        seed=t.seed,
-    )
-    loader_options = {
-        "num_workers": t.loader_workers,
-        "pin_memory": device.type == "cuda",
-        "persistent_workers": t.loader_workers > 0,
-    }
-    train_loader = DataLoader(data.train, batch_sampler=sampler, **loader_options)
-    eval_indices = eval_shard(len(data.test), rank=env.rank, world_size=t.workers)  # type: ignore[arg-type]
-    eval_loader = DataLoader(
-        Subset(data.test, eval_indices), batch_size=t.eval_batch_size, **loader_options
-    )
+    feeds = _feeds(cfg, env, data, device)
 
     optimizer = builders.build_optimizer(cfg, model)
     lr_scheduler = builders.build_lr_scheduler(
@@ -187,9 +173,8 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         lr_scheduler=lr_scheduler,
         sync=sync,
         collective=collective,
-        train_loader=train_loader,
-        sampler=sampler,
-        eval_loader=eval_loader,
+        train_batches=feeds.train,
+        eval_batches=feeds.evaluation,
         logger=logger,
         schedule=Schedule(
             epochs=t.epochs,
@@ -205,6 +190,9 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         global_batch=t.batch_size * t.workers,
         fault=FaultPlan(rank=env.rank),
         show_progress=progress_bar,
+        host_syncs=HostSyncCheck(
+            declared=declared_host_syncs(cfg), device=device, from_step=t.check_host_syncs_from
+        ),
     )
     if t.resume is not None:
         trainer.restore(resolve_checkpoint(t.resume))
@@ -222,6 +210,39 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         dist.barrier()
     finally:
         logger.close()
+
+
+def _feeds(cfg: DictConfig, env: DistEnv, data: DataSplits, device: torch.device) -> Feeds:
+    """This worker's batches, with its share of loader processes for a dataset read from disk
+    (``trainer.loader_workers``; ``gradsync/data/loader_workers.py``)."""
+    t = cfg.trainer
+    cpus = loader_workers.worker_cpus(
+        os.environ, slurm_task=env.launcher == "slurm", processes_here=env.local_world_size
+    )
+    processes = loader_workers.loader_workers(
+        t.loader_workers, cpus=cpus, threads=t.threads_per_worker
+    )
+    feeds = make_feeds(
+        data,
+        device=device,
+        batch_size=t.batch_size,
+        eval_batch_size=t.eval_batch_size,
+        rank=env.rank,
+        workers=t.workers,
+        seed=t.seed,
+        loader_workers=processes,
+    )
+    if env.is_main:
+        log.info(_loading_line(feeds, t.loader_workers, processes=processes, cpus=cpus))
+    return feeds
+
+
+def _loading_line(feeds: Feeds, setting: str, *, processes: int, cpus: int) -> str:
+    if feeds.in_memory:
+        return "data held in memory on each worker's device: no loader processes"
+    if setting != loader_workers.AUTO:
+        return f"loader processes per worker: {processes}"
+    return f"loader processes per worker: {processes} (trainer.loader_workers=auto, {cpus} cores)"
 
 
 def _steps(cfg: DictConfig, train_size: int) -> tuple[int, int]:

@@ -1,6 +1,7 @@
 """The rules that keep schedulers correct on NCCL, checked on gloo: every rank issues the same
 collectives on every communicator in the same order, and the compute (hook) thread issues none
-while a step's communication is under way (the communication thread issues them all).
+while a step's communication is under way (the communication thread issues them all, and only
+its collectives may be in flight together).
 
 One world runs every registered scheduler whose workers exchange among themselves in lockstep
 (the parameter servers have ``test_collective_order_ps.py``), built from its registry entry as a
@@ -9,8 +10,9 @@ union top-k's indices, CLT-k's and DEFT's broadcasts and gathers); an instrument
 records each call on each rank. A new registry entry runs there with no edit here.
 
 Where the registry says its exchanges never overlap, no collective runs beside another. Where
-they may (``concurrent_exchanges``), collectives of the communication thread may overlap each
-other, but the compute thread issues none while any is in flight. The priority schedulers
+they may (``concurrent_exchanges``: the exchange engine starts every group's all-reduce and
+goes on), collectives of the communication thread may overlap each other, but the compute
+thread issues none while any is in flight. The priority schedulers
 (ByteScheduler, US-Byte: the options of ``gradsync/schedulers/priority/``) all-reduce their
 partitions asynchronously under a credit, so several of their exchanges may be open at once,
 but only on the communication thread, which issues all their collectives.
@@ -42,7 +44,7 @@ from gradsync.feedback.residual import ResidualFeedback
 from gradsync.schedulers.deft.deft import DeftSync
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.engine.comm_thread import THREAD_NAME
-from gradsync.schedulers.registry import SCHEDULERS, allreducible_problem
+from gradsync.schedulers.registry import SCHEDULERS, allreducible_problem, peer_schedulers
 from tests.helpers.dist import run_world
 from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
 
@@ -56,11 +58,7 @@ COMPRESSORS = {
     "cltk": lambda: CLTKCompressor(density=0.3),
     "deft": lambda: DEFTCompressor(density=0.3),
 }
-LOCKSTEP = [
-    name
-    for name, spec in SCHEDULERS.items()
-    if spec.capabilities.lockstep and not spec.capabilities.parameter_server
-]
+LOCKSTEP = peer_schedulers()
 """The schedulers of the first world: the registry's, but the parameter servers."""
 OPTIONS = {  # sizes and steps for the tiny model (436 elements) and STEPS; others: defaults
     "wfbp": {"bucket_mb": 0.001, "first_bucket_mb": 0.001},
@@ -324,10 +322,22 @@ def _same_order_on_every_rank(world: list[dict], kind: str) -> None:
                 assert mine == same, (case, communicator)
 
 
-def test_no_collective_runs_beside_another_from_a_different_thread_or_communicator(world):
-    """Where the scheduler's registry entry says its exchanges never overlap."""
-    assert any(not _concurrent(scheduler) for scheduler in LOCKSTEP)
-    nothing_runs_beside_another(world, lambda case: not _concurrent(case[0]))
+def test_collectives_in_flight_together_are_all_the_communication_threads(world):
+    """Where the registry says a scheduler's exchanges may overlap, they do only on the
+    communication thread: it starts a group's all-reduce and goes on to the next group's
+    exchange, or to a compressor's talk, in its one order. Where it says they never do, no
+    collective runs beside another."""
+    overlapped = set()
+    for rank in world:
+        for case, calls in rank["records"].items():
+            for call in calls:
+                if not call.in_flight:
+                    continue
+                assert _concurrent(case[0]), (case, call)
+                assert call.thread == THREAD_NAME, (case, call)
+                assert all(thread == THREAD_NAME for thread, _ in call.in_flight), (case, call)
+                overlapped.add(case[0])
+    assert "lags" in overlapped  # a group's exchange is issued while the last one's runs
 
 
 def nothing_runs_beside_another(ranks: list[dict], which=lambda case: True) -> None:

@@ -35,9 +35,10 @@ def test_the_planning_steps_of_the_real_job_give_its_fit():
     cfg = _job()
     assert fits_here("omgs", cfg)
     fit = planning_fit(cfg)
-    assert set(fit) == {"gamma", "alpha", "beta"}
+    assert set(fit) == {"gamma", "delta", "alpha", "beta"}
     # β > 0 always: a fit with bytes for free makes the job measure the link instead.
     assert fit["gamma"] >= 0 and fit["alpha"] >= 0 and fit["beta"] > 0
+    assert fit["delta"] > 0  # every group costs the engine some work, if only its write-back
 
 
 @pytest.mark.parametrize(

@@ -61,3 +61,17 @@ def test_following_a_job_on_the_cpu_waits_for_nothing():
     assert handed.ready is None  # no stream to wait on
     assert comm.submit(lambda: handed.follow()).wait() is None
     comm.close()
+
+
+def test_a_job_stays_settled_while_a_waiter_passes_and_keeps_its_first_outcome():
+    job: Job[int] = Job(lambda: 1)
+    job.settle(3, None)
+    # A waiter passing through holds the job's lock for a moment: the job is settled all along.
+    job._pending.acquire()
+    try:
+        assert job.settled
+        job.settle(None, RuntimeError("an error path that came second"))
+    finally:
+        job._pending.release()
+    assert job.wait() == 3
+    assert job.wait() == 3  # and its lock is still there for the next waiter

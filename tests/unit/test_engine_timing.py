@@ -80,3 +80,17 @@ def test_a_span_between_cuda_events_is_read_only_when_asked():
     span = elapsed(start, timer.mark(), 1.0)
     assert isinstance(span, Elapsed)  # nothing read yet: the step went on without waiting
     assert float(span) > 1.0
+
+
+def test_seconds_add_and_subtract_spans_without_reading_them():
+    """What a step returns on CUDA: spans between marks kept unread through the arithmetic the
+    schedulers do (``step_stats``), read once by ``float()``. Marks here are wall-clock ones."""
+    from gradsync.durations import Seconds
+
+    compress = Seconds(((1, 0.0, 3.0),))  # a 3 s span
+    agree = Seconds(((1, 1.0, 2.0),), constant=0.5)  # 1.5 s
+    assert float(compress - agree) == pytest.approx(1.5)
+    assert float(2.0 + agree) == pytest.approx(3.5)
+    assert float(10.0 - compress) == pytest.approx(7.0)
+    assert float(-(compress + agree)) == pytest.approx(-4.5)
+    assert float(Elapsed(0.0, 2.0, agree)) == pytest.approx(3.5)  # a lazy offset, as the loop's

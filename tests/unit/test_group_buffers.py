@@ -1,5 +1,5 @@
 """The engine's reused gradient-sized buffers: two that take turns per group, kept across steps
-on a CPU worker; a skipped step's turn is taken back; every compressor decompresses into a
+on every device; a skipped step's turn is taken back; every compressor decompresses into a
 given tensor as into a new one."""
 
 from __future__ import annotations
@@ -97,3 +97,32 @@ def test_a_compressor_keeps_its_own_memory_exactly_where_its_schema_says(name):
     assert getattr(schema, "keeps_own_residual", False) == isinstance(built, OwnMemory)
     if isinstance(built, OwnMemory):
         assert not built.error_feedback, "feedback=auto must not add a residual"
+
+
+def test_a_kept_tensors_views_are_made_once_and_any_other_tensors_afresh():
+    buffers = GroupBuffers()
+    sizes, shapes = [6, 2], [torch.Size([2, 3]), torch.Size([2])]
+    flat = buffers.flat(0, 8, torch.zeros(1))
+    first = buffers.views(flat, sizes, shapes)
+    assert [v.shape for v in first] == shapes
+    assert all(v.untyped_storage().data_ptr() == flat.data_ptr() for v in first)
+    assert buffers.views(flat, sizes, shapes) is first  # the same views, not new ones
+    other = torch.arange(8.0)
+    made = buffers.views(other, sizes, shapes)
+    assert made is not buffers.views(other, sizes, shapes)  # not kept: made afresh each time
+    assert torch.equal(made[0], torch.arange(6.0).view(2, 3))
+    buffers.clear()
+    assert buffers.views(buffers.flat(0, 8, torch.zeros(1)), sizes, shapes) is not first
+
+
+def test_gradients_are_copied_into_their_views_and_a_missing_one_counts_as_zeros():
+    from gradsync.schedulers.engine.components import copy_gradients
+
+    params = [torch.nn.Parameter(torch.zeros(2, 3)), torch.nn.Parameter(torch.zeros(2))]
+    params[0].grad = torch.arange(6.0).view(2, 3)
+    into = [torch.full((2, 3), 9.0), torch.full((2,), 9.0)]
+    copy_gradients(params, into)
+    assert torch.equal(into[0], params[0].grad) and torch.equal(into[1], torch.zeros(2))
+    params[1].grad = torch.ones(2)
+    copy_gradients(params, into)
+    assert torch.equal(into[1], torch.ones(2))

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from gradsync.algorithms.costs import CostModel, fit_alpha_beta, fit_gamma
+from gradsync.algorithms.costs import CostModel, fit_alpha_beta, fit_gamma, fit_gamma_delta
 from gradsync.algorithms.merge_plans import (
     OMGS_RULES,
     Layers,
@@ -165,6 +165,38 @@ def test_least_squares_recover_the_cost_model():
     assert alpha == pytest.approx(2e-4, rel=0.1) and beta == pytest.approx(8e-9, rel=0.01)
     with pytest.raises(ValueError, match="two different sizes"):
         fit_alpha_beta([1e3, 1e3], [1.0, 2.0])
+
+
+def test_the_engines_work_per_group_is_fitted_beside_the_top_k_slope():
+    sizes = [2**k for k in range(6, 21)]
+    gamma, delta = 3e-10, 2e-4
+    seconds = [delta + gamma * 0.01 * d * math.log2(d) for d in sizes]
+    assert fit_gamma_delta(sizes, seconds, density=0.01) == (
+        pytest.approx(gamma),
+        pytest.approx(delta),
+    )
+    # Without a fixed part the fit is TKPM's alone; time that does not grow is all fixed.
+    through_origin = [gamma * 0.01 * d * math.log2(d) - 1e-6 for d in sizes]
+    assert fit_gamma_delta(sizes, through_origin, density=0.01)[1] == 0.0
+    assert fit_gamma_delta(sizes, [5e-4 - 1e-12 * d for d in sizes], density=0.01) == (
+        0.0,
+        pytest.approx(5e-4, rel=1e-3),
+    )
+    with pytest.raises(ValueError, match="two different sizes"):
+        fit_gamma_delta([64, 64], [1.0, 2.0], density=0.01)
+
+
+def test_a_groups_fixed_cost_on_the_compute_stream_makes_fewer_groups_pay():
+    # Twelve layers whose exchanges hide behind backward when each is its own group, until
+    # every group also costs the engine δ on the compute stream: then merging wins.
+    layers = Layers(backward=(0.01,) * 12, sizes=(4096,) * 12)
+    free = CostModel(gamma=1e-9, alpha=1e-3, beta=1e-9, density=0.01)
+    costly = CostModel(gamma=1e-9, alpha=1e-3, beta=1e-9, density=0.01, delta=0.02)
+    plan = no_merge(layers)
+    added = iteration_seconds(plan, layers, costly) - iteration_seconds(plan, layers, free)
+    assert added == pytest.approx(12 * 0.02)  # every group's δ lies on the critical path
+    assert len(optimal_plan(layers, costly)) < len(optimal_plan(layers, free))
+    assert optimal_plan(layers, costly) == brute_force_plan(layers, costly)
 
 
 def test_exchanges_after_the_busy_share_of_the_compute_stream_get_the_idle_price():

@@ -469,10 +469,24 @@ def test_the_decisions_a_run_logged_are_read_from_its_first_record_with_all_of_t
 
     records = [
         {"step": 5, "sched/groups": 62.0},
-        {"step": 10, "sched/alpha": 0.03, "sched/beta": 0.0, "sched/gamma": 3e-7},
-        {"step": 15, "sched/alpha": 0.04, "sched/beta": 1e-8, "sched/gamma": 3e-7},
+        {"step": 10, "sched/alpha": 0.03, "sched/beta": 0.0, "sched/gamma": 3e-7},  # no δ
+        {
+            "step": 15,
+            "sched/alpha": 0.04,
+            "sched/beta": 0.0,
+            "sched/gamma": 3e-7,
+            "sched/delta": 1e-4,
+        },
+        {
+            "step": 20,
+            "sched/alpha": 0.05,
+            "sched/beta": 1e-8,
+            "sched/gamma": 3e-7,
+            "sched/delta": 0,
+        },
     ]
-    assert logged_decisions(records, "omgs") == {"gamma": 3e-7, "alpha": 0.03, "beta": 0.0}
+    fit = {"gamma": 3e-7, "delta": 1e-4, "alpha": 0.04, "beta": 0.0}
+    assert logged_decisions(records, "omgs") == fit
     assert logged_decisions(records, "deft") == {}  # logged none
     assert logged_decisions(records, "wfbp") == {}  # decides nothing
 

@@ -283,7 +283,8 @@ class SlurmRunnerConfig(RunnerConfig):
     cpus_per_task: int = II(
         "gradsync.cpus_per_task:${trainer.threads_per_worker},${trainer.loader_workers}"
     )
-    """Cores per task: its compute threads and its data-loading processes."""
+    """Cores per task: its compute threads and its loader processes (trainer.loader_workers;
+    under auto 8 for a dataset read from disk, none for one held in memory)."""
     gpus_per_node: int | None = II(
         "gradsync.gpus_per_node:${trainer.device},${trainer.workers},${runner.workers},"
         "${runner.nodes},${runner.gres}"

@@ -232,6 +232,9 @@ class DeftSync(ExchangeEngine):
             self._forward_timer = ForwardTimer(model, self._params, self.clock)
             self._local = torch.zeros_like(self._current.flat)  # a worker's own gradient
 
+    def exchange_buckets(self) -> Buckets:
+        return self.buckets
+
     def _use_buckets(self, buckets: Buckets) -> None:
         if getattr(self, "buckets", None) is not None and buckets != self.buckets:
             self._rebucket_residuals(buckets)

@@ -36,6 +36,10 @@ def _tensors(value: Any) -> Iterator[Tensor]:
             yield from _tensors(item)
 
 
+_SETTLING = threading.Lock()
+"""Makes settling a job once, whichever thread comes first (rare contention: a lock for all)."""
+
+
 class Job(Generic[T]):
     """A submitted piece of work; ``wait`` gives its result (or raises its error)."""
 
@@ -45,18 +49,32 @@ class Job(Generic[T]):
         """CUDA: recorded on the submitting stream; the job's stream waits for it."""
         self.finished: torch.cuda.Event | None = None
         """CUDA: recorded on the job's stream after the work was issued."""
-        self._done = threading.Event()
+        # Held until the job is settled: a bare lock costs a fraction of an Event's condition
+        # variable, and a step submits a job per group.
+        self._pending = threading.Lock()
+        self._pending.acquire()
+        self._done = False
         self._result: Any = None
         self._error: BaseException | None = None
 
     def settle(self, result: Any, error: BaseException | None) -> None:
-        self._result, self._error = result, error
-        self._done.set()
+        """Give the job its outcome and let its waiters go; a job settled already keeps the
+        outcome it had (an error path may try to settle what the thread just settled)."""
+        with _SETTLING:
+            if self._done:
+                return
+            self._result, self._error, self._done = result, error, True
+        self._pending.release()
+
+    def _settled(self) -> None:
+        """Block until the job is settled."""
+        with self._pending:  # free once settled; given back at once for the next waiter
+            pass
 
     def wait(self) -> T:
         """The result, once the thread has run the job; on CUDA the caller's stream (not the
         host) waits for the device to finish it."""
-        self._done.wait()
+        self._settled()
         if self._error is not None:
             raise self._error
         if self.finished is not None:
@@ -68,12 +86,13 @@ class Job(Generic[T]):
 
     @property
     def settled(self) -> bool:
-        return self._done.is_set()
+        # Not ``_pending.locked()``: a waiter holds the lock for a moment after settling.
+        return self._done
 
     def completed(self) -> None:
         """Block the calling thread until the job's work finished on the device (CUDA: its
         completion event), not merely until it was issued: what credit and windows count."""
-        self._done.wait()
+        self._settled()
         if self.finished is not None:
             self.finished.synchronize()
 

@@ -166,5 +166,19 @@ def gradient_of(param: Tensor) -> Tensor:
     return param.grad.reshape(-1) if param.grad is not None else torch.zeros_like(param).reshape(-1)
 
 
+def copy_gradients(params: Sequence[Tensor], into: Sequence[Tensor]) -> None:
+    """Each parameter's gradient copied into its tensor of ``into`` (shaped as it), zeros for
+    one that got none this step: one batched copy, not a launch per tensor."""
+    grads = [p.grad for p in params]
+    if all(g is not None for g in grads):
+        torch._foreach_copy_(list(into), grads)  # type: ignore[arg-type]
+        return
+    for grad, target in zip(grads, into, strict=True):
+        if grad is None:
+            target.zero_()
+        else:
+            target.copy_(grad)
+
+
 def flat_gradient(params: Sequence[Tensor]) -> Tensor:
     return torch.cat([gradient_of(p) for p in params])

@@ -28,11 +28,13 @@ from torch.optim import Optimizer
 from typing_extensions import NotRequired, Unpack
 
 from gradsync.algorithms.merge_plans import Plan, check_plan, groups_of
+from gradsync.durations import Duration
+from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
-from gradsync.schedulers.engine.components import SyncComponents, gradient_of
+from gradsync.schedulers.engine.components import SyncComponents, copy_gradients
 from gradsync.schedulers.engine.group_buffers import GroupBuffers
-from gradsync.schedulers.engine.group_info import whole_parts
+from gradsync.schedulers.engine.group_info import GroupLayout
 from gradsync.schedulers.engine.loss_scale import LossScale
 from gradsync.schedulers.engine.queued_collective import AGREE
 from gradsync.schedulers.engine.step_timer import StepTimer
@@ -51,9 +53,16 @@ class EngineParts(TypedDict):
     loss_scale: NotRequired[LossScale | None]
 
 
+Finish = Callable[[], Payload]
+"""Waits for a started all-reduce and gives its sum (on CUDA the caller's stream waits, not the
+host)."""
+
+
 @dataclass
 class _Launched:
-    exchange: Job[Payload | list[Payload]]
+    exchange: Job[Finish | list[Payload]]
+    """A started all-reduce, or the gathered payloads (the job's result, so that waiting for it
+    marks them as used by the waiting stream)."""
     ctx: Any
     flat: Tensor
 
@@ -68,6 +77,7 @@ class ExchangeEngine(SyncComponents):
         self._plan: Plan = ()
         self._groups: list[range] = []
         self._group_of: list[int] = []
+        self._layouts: list[GroupLayout] = []
         self._launched: dict[int, _Launched] = {}
         self._buffers = GroupBuffers()
         self._step, self._epoch = 0, 0
@@ -77,6 +87,8 @@ class ExchangeEngine(SyncComponents):
         """(elements, seconds) of each compression while profiling."""
         self.exchanges: list[tuple[float, float]] = []
         """(bytes sent, seconds) of each all-gather while profiling."""
+        self.write_backs: list[tuple[int, float]] = []
+        """(groups, seconds) of each step's averaging and write-back while profiling."""
 
     # ---- policy: what a scheduler defines ------------------------------------------------------
     def group_name(self, group: int) -> str:
@@ -99,6 +111,11 @@ class ExchangeEngine(SyncComponents):
         """Elements per tensor, backward order."""
         return [p.numel() for p in self._params]
 
+    def exchange_buckets(self) -> Buckets:
+        """What each of a step's exchanges carries: element ranges of the flat gradient in
+        backward order (a group's tensors, here)."""
+        return Buckets.of_groups(self.sizes(), self._plan)
+
     def use_plan(self, plan: Plan) -> None:
         """Switch to ``plan`` (tensors per group, backward order), carrying every residual
         over to the new groups."""
@@ -108,6 +125,10 @@ class ExchangeEngine(SyncComponents):
         self._plan = plan
         self._groups = groups_of(plan)
         self._group_of = [g for g, group in enumerate(self._groups) for _ in group]
+        self._layouts = [
+            GroupLayout.of(self.group_name(g), self._params, model_order(group))
+            for g, group in enumerate(self._groups)
+        ]
         self._launched = {}
         self._buffers.clear()
 
@@ -137,23 +158,13 @@ class ExchangeEngine(SyncComponents):
         assert self._comm is not None, "attach() before training"
         start = self._timer.mark()
         profiled = self.clock() if self.profiling else 0.0
-        members = model_order(self._groups[group])
-        like = self._params[members[0]]
-        numel = sum(self._params[i].numel() for i in members)
-        flat = torch.cat(
-            [gradient_of(self._params[i]) for i in members],
-            out=self._buffers.flat(group, numel, like),
-        )
-        info = GroupInfo(
-            name=self.group_name(group),
-            step=self._step,
-            epoch=self._epoch,
-            parts=whole_parts(self._params, members),
-            model_tensors=len(self._params),
-        )
+        layout = self._layouts[group]
+        flat = self._buffers.flat(group, layout.numel, layout.params[0])
+        copy_gradients(layout.params, self._buffers.views(flat, layout.sizes, layout.shapes))
+        info = GroupInfo(layout.name, self._step, self._epoch, layout.parts, len(self._params))
         # flat is this step's copy, kept only for its shape (combine's like=).
         payload, ctx = self.compress_with_feedback(flat, group=info, scratch=True)
-        exchange = self._comm.submit(partial(self._exchange, payload), inputs=payload)
+        exchange = self._comm.submit(partial(self._start_exchange, payload), inputs=payload)
         self._launched[group] = _Launched(exchange, ctx, flat)
         end = self._timer.mark()
         self._timer.add("compress", start, end)
@@ -162,10 +173,16 @@ class ExchangeEngine(SyncComponents):
         if self.profiling:
             self.selections.append((flat.numel(), self.clock() - profiled))
 
-    def _exchange(self, payload: Payload) -> Payload | list[Payload]:
-        """On the communication thread: sum the payloads, or gather every worker's."""
+    def _start_exchange(self, payload: Payload) -> Finish | list[Payload]:
+        """On the communication thread: start summing the payloads, or gather every worker's.
+        A sum is started without waiting for it, so the thread goes on to the next group's
+        while the process group's own threads (gloo) or stream (NCCL) run this one, as DDP's
+        reducer does; step() waits."""
         if self.compressor.allreducible:
-            return self.collective.all_reduce(payload)
+            return self.collective.start_all_reduce(payload)
+        return self._all_gather(payload)
+
+    def _all_gather(self, payload: Payload) -> list[Payload]:
         same_shape = self.compressor.payload_same_shape
         if not self.profiling:
             return self.collective.all_gather(payload, same_shape=same_shape)
@@ -188,7 +205,10 @@ class ExchangeEngine(SyncComponents):
         received = self._wait_all()
         overflow = agreement()
         communicated = self._timer.mark()
+        profiled = self.clock() if self.profiling else 0.0
         numel, selected = self._write_back(received)
+        if self.profiling:
+            self.write_backs.append((len(self._groups), self.clock() - profiled))
         self._buffers.settle(stepped=self.apply_update(self._optimizer, overflow))
         self._timer.add("comm", waited, communicated)
         self._timer.add("update", communicated, self._timer.mark())
@@ -196,12 +216,15 @@ class ExchangeEngine(SyncComponents):
         return self._stats(numel, selected)
 
     def _wait_all(self) -> dict[int, Payload | list[Payload]]:
-        """Every exchange's result; the first failure is raised once all have settled."""
+        """Every exchange's result; the first failure is raised once all have settled. Waited
+        for from the last started: exchanges finish about in the order they started, so the
+        earlier ones are done by then and the thread sleeps once rather than once per group."""
         results: dict[int, Any] = {}
         error: BaseException | None = None
-        for group, launched in self._launched.items():
+        for group, launched in reversed(self._launched.items()):
             try:
-                results[group] = launched.exchange.wait()
+                got = launched.exchange.wait()
+                results[group] = got() if callable(got) else got
             except BaseException as exc:
                 error = error or exc
         if error is not None:
@@ -210,10 +233,10 @@ class ExchangeEngine(SyncComponents):
 
     def _write_back(self, received: dict[int, Payload | list[Payload]]) -> tuple[int, int | Tensor]:
         """Average every group into its tensors' ``.grad``; (elements, elements sent)."""
-        n = self.collective.world_size
         numel = 0
         selected_count: int | Tensor = 0
-        for group, members in enumerate(self._groups):
+        sums = []
+        for group, layout in enumerate(self._layouts):
             launched = self._launched[group]
             like = launched.flat
             summed, selected = combine(
@@ -223,16 +246,14 @@ class ExchangeEngine(SyncComponents):
                 like=like,
                 **self._buffers.for_combine(group, like, gathered=not self.compressor.allreducible),
             )
-            summed.div_(n)
-            offset = 0
-            for i in model_order(members):
-                param = self._params[i]
-                param.grad = summed[offset : offset + param.numel()].view_as(param)
-                offset += param.numel()
-            numel += launched.flat.numel()
-            selected_count = selected_count + (
-                launched.flat.numel() if selected is None else selected
-            )
+            sums.append(summed)
+            grads = self._buffers.views(summed, layout.sizes, layout.shapes)
+            for param, grad in zip(layout.params, grads, strict=True):
+                param.grad = grad
+            numel += layout.numel
+            selected_count = selected_count + (layout.numel if selected is None else selected)
+        # The mean: one batched division for every group, not a launch per group.
+        torch._foreach_div_(sums, self.collective.world_size)
         return numel, selected_count
 
     def _stats(self, numel: int, selected: int | Tensor) -> SyncStats:
@@ -250,7 +271,7 @@ class ExchangeEngine(SyncComponents):
         )
 
 
-def step_stats(seconds: Mapping[str, float], **counts: Any) -> SyncStats:
+def step_stats(seconds: Mapping[str, Duration], **counts: Any) -> SyncStats:
     """A step's ``SyncStats`` from its timer's spans and its ``counts`` (bytes, densities,
     error norm, ``extra``)."""
     return SyncStats(

@@ -4,8 +4,10 @@ whole tensors, or the runs of elements that buckets cut out of them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from torch import Tensor
+import torch
+from torch import Tensor, nn
 
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.types import TensorPart
@@ -30,3 +32,25 @@ def bucket_parts(
             parts[bucket].append(TensorPart(index, shape, start, start + count))
             start += count
     return [tuple(p) for p in parts]
+
+
+@dataclass(frozen=True)
+class GroupLayout:
+    """What a group of whole tensors is, worked out once per plan rather than at every step:
+    its parameters in model order (the order of its flat gradient), their element counts and
+    shapes, and the parts a compressor is told about."""
+
+    name: str
+    params: tuple[nn.Parameter, ...]
+    sizes: tuple[int, ...]
+    shapes: tuple[torch.Size, ...]
+    numel: int
+    parts: tuple[TensorPart, ...]
+
+    @classmethod
+    def of(cls, name: str, params: Sequence[nn.Parameter], members: Sequence[int]) -> GroupLayout:
+        """``members``: indices into ``params`` (backward order), in model order."""
+        chosen = tuple(params[i] for i in members)
+        sizes = tuple(p.numel() for p in chosen)
+        shapes = tuple(p.shape for p in chosen)
+        return cls(name, chosen, sizes, shapes, sum(sizes), whole_parts(params, members))

@@ -10,7 +10,8 @@ did: a compressor may drop the inf, so the exchanged gradients alone would not.
 The written-back average is then scaled again (exactly: the scale is a power of two), or made
 NaN where any worker overflowed, and ``GradScaler.step`` and ``update`` run as under DDP: every
 worker finds the same, so all skip or all step, and the scale moves alike everywhere.
-GradScaler reads its flag on the host once per step, the one host sync fp16 adds.
+GradScaler reads its flag on the host once per step, the one host sync fp16 adds
+(``HOST_SYNCS``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch.optim import Optimizer
+
+from gradsync.comm.host_sync import host_sync
+
+HOST_SYNCS: Mapping[str, str] = {
+    "amp.found_inf": "GradScaler.step reads the agreed overflow flag to skip or take the step",
+}
 
 
 class LossScale:
@@ -63,7 +70,8 @@ class LossScale:
         stepped: list[bool] = []
         handle = optimizer.register_step_post_hook(lambda *_: stepped.append(True))
         try:
-            self.scaler.step(optimizer)
+            with host_sync("amp.found_inf"):
+                self.scaler.step(optimizer)
         finally:
             handle.remove()
         self.scaler.update()

@@ -50,4 +50,5 @@ class OmgsSchedulerConfig(SchedulerOptions):
         json_fields=("gamma", "alpha", "beta"),
         json_what="a JSON file of fitted gamma, alpha and beta, as a run logs them",
     )
-    """A JSON file with fitted gamma, alpha and beta to use instead of measuring them."""
+    """A JSON file with fitted gamma, alpha and beta (and delta, the engine's seconds per group;
+    0 when absent) to use instead of measuring them."""

@@ -1,6 +1,7 @@
 """``scheduler=omgs``: OMGS-SGD. The job's per-tensor backward times are measured over its first
-``profile_steps`` steps (every tensor its own group meanwhile), the top-k and all-gather cost
-models are fitted on this machine and process group, and ``rule`` picks which tensors to merge:
+``profile_steps`` steps (every tensor its own group meanwhile), the top-k, per-group engine and
+all-gather cost models are fitted on this machine and process group (what a group costs in this
+engine, not only its top-k), and ``rule`` picks which tensors to merge:
 ``paper`` (Q3 ∧ Q5), ``code`` (the official code's test), ``safe`` (a merge only when the
 modelled iteration gets shorter) or ``optimal`` (exact for the model). See ``merge_plans.py``."""
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from typing_extensions import Unpack
 
-from gradsync.algorithms.costs import CostModel, fit_alpha_beta, fit_gamma
+from gradsync.algorithms.costs import CostModel, fit_alpha_beta, fit_gamma_delta
 from gradsync.algorithms.merge_plans import (
     OMGS_RULES,
     Layers,
@@ -49,6 +50,12 @@ def compare_rules(layers: Layers, cost: CostModel, forward: float) -> dict[str, 
     }
 
 
+def _write_back_per_group(job: Measurements) -> float:
+    """Seconds of averaging and writing back one group, over the profiled steps (0 without)."""
+    groups = sum(g for g, _ in job.write_backs)
+    return sum(t for _, t in job.write_backs) / groups if groups else 0.0
+
+
 class OmgsPlanner:
     def __init__(self, rule: str, profile_steps: int, costs: str | None) -> None:
         self.rule = rule
@@ -56,15 +63,17 @@ class OmgsPlanner:
         self.costs = costs
 
     def cost_model(self, job: Measurements) -> CostModel:
-        """γ, α, β from ``costs`` if given; else fitted to the compressions and all-gathers of
-        the profiled steps themselves (the job's real load and contention); else, when those
+        """γ, δ, α, β from ``costs`` if given (δ: 0 when the file has none); else fitted to the
+        compressions, write-backs and all-gathers of the profiled steps themselves (the job's
+        real load and contention, and this engine's own work per group); else, when those
         cannot be fitted (all-reduced payloads are not timed one by one), microbenchmarks."""
         if self.costs is not None:  # fitted elsewhere (gradsync plan, another cluster)
             fitted = json.loads(Path(self.costs).read_text())
             gamma, alpha, beta = fitted["gamma"], fitted["alpha"], fitted["beta"]
+            delta = fitted.get("delta", 0.0)
         else:
             assert job.link is not None
-            gamma, alpha, beta = self._fitted_in_place(job)
+            gamma, delta, alpha, beta = self._fitted_in_place(job)
         dense = job.density >= 1.0
         return CostModel(
             gamma=gamma,
@@ -72,30 +81,32 @@ class OmgsPlanner:
             beta=beta,
             density=job.density,
             bytes_per_element=job.element_size if dense else SPARSE_ELEMENT_BYTES,
+            delta=delta,
         )
 
-    def _fitted_in_place(self, job: Measurements) -> tuple[float, float, float]:
+    def _fitted_in_place(self, job: Measurements) -> tuple[float, float, float, float]:
         assert job.link is not None
         try:
             sizes, selecting = [d for d, _ in job.selections], [t for _, t in job.selections]
             sent, exchanging = [b for b, _ in job.exchanges], [t for _, t in job.exchanges]
-            local = [fit_gamma(sizes, selecting, job.density), *fit_alpha_beta(sent, exchanging)]
-            if local[2] <= 0.0:
+            gamma, delta = fit_gamma_delta(sizes, selecting, job.density)
+            local = [gamma, delta + _write_back_per_group(job), *fit_alpha_beta(sent, exchanging)]
+            if local[3] <= 0.0:
                 # Bytes for free: every profiled exchange passed within a token-bucket
                 # shaper's burst, or noise hid the bytes. Planned on, it drives merging by
                 # start-ups alone; the microbenchmarks send sizes past any burst.
                 raise ValueError("the exchanges' fit has no cost per byte")
             failed = 0.0
         except ValueError:  # too few, too uniform, or byte-blind samples on this worker
-            local, failed = [0.0, 0.0, 0.0], 1.0
+            local, failed = [0.0, _write_back_per_group(job), 0.0, 0.0], 1.0
         # Every worker plans with the same, most pessimistic, fit; all fall back together.
-        gamma, alpha, beta, any_failed = job.link.reduce_metrics(
+        gamma, delta, alpha, beta, any_failed = job.link.reduce_metrics(
             [*local, failed], device=job.device, op="max"
         )
         if not any_failed:
-            return gamma, alpha, beta
+            return gamma, delta, alpha, beta
         gamma = measure_gamma(job.density, job.link, job.device, clock=job.clock)
-        return (gamma, *measure_exchange(job.link, job.device, clock=job.clock))
+        return (gamma, delta, *measure_exchange(job.link, job.device, clock=job.clock))
 
     def plan(self, job: Measurements) -> tuple[Plan, dict[str, float]]:
         cost = self.cost_model(job)
@@ -107,6 +118,7 @@ class OmgsPlanner:
         return plan, {
             "sched/model_iter_s": seconds,
             "sched/gamma": cost.gamma,
+            "sched/delta": cost.delta,
             "sched/alpha": cost.alpha,
             "sched/beta": cost.beta,
         }

@@ -54,6 +54,8 @@ class Measurements:
     """(elements, seconds) of each compression during the profiled steps, on this worker."""
     exchanges: list[tuple[float, float]] = field(default_factory=list)
     """(bytes sent, seconds) of each all-gather during the profiled steps, on this worker."""
+    write_backs: list[tuple[int, float]] = field(default_factory=list)
+    """(groups, seconds) of each profiled step's averaging and write-back, on this worker."""
 
     def layer_times(self) -> LayerTimes:
         assert self.backward is not None, "profile first"
@@ -168,6 +170,7 @@ class PipelinedSync(ExchangeEngine):
             link=self.collective,
             selections=self.selections,
             exchanges=self.exchanges,
+            write_backs=self.write_backs,
         )
         plan, metrics = self.planner.plan(job)
         self._use_plan(plan, metrics, planned=True)
@@ -177,7 +180,7 @@ class PipelinedSync(ExchangeEngine):
     def _stop_profiling(self) -> None:
         self._profile = None
         self.profiling = False
-        self.selections, self.exchanges = [], []
+        self.selections, self.exchanges, self.write_backs = [], [], []
 
     # ---- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

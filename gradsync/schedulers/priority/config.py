@@ -16,6 +16,21 @@ CREDIT = 4_000_000
 MIN_PARTITION_SIZE = 65_536
 MAX_PARTITION_SIZE = CREDIT
 PROFILE_STEPS = 3
+AGREEMENT = "priority.agreement"
+CREDIT_BACK = "priority.credit"
+HOST_SYNCS = (
+    (
+        AGREEMENT,
+        "partitions go in priority order once every worker has them ready: the workers agree "
+        "on how many are",
+    ),
+    (
+        CREDIT_BACK,
+        "credit comes back when a partition's all-reduce completed on the device, not when it "
+        "was queued",
+    ),
+)
+"""Where a step waits on the host for its device (``Capabilities.host_syncs``)."""
 
 
 @dataclass

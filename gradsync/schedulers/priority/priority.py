@@ -20,12 +20,13 @@ order, but when a partition becomes ready differs from rank to rank. Each compre
 hands the communication thread one scheduling job, so every rank runs as many, in one FIFO order
 with the compressors' own talk. A job first agrees how many leading partitions are ready on
 every rank (the MIN of each rank's count, an all-reduce on a second process group, the control
-group, so it never queues behind large sends), then starts the agreed partitions in priority
-order. Credit comes back only when the oldest send has completed (waited for on the
-communication thread: its completion event on CUDA), never by polling whether a send has
-finished, so every decision depends on agreed values alone and all ranks issue the same
-collectives in the same order. A failure on the communication thread is raised again in the
-training thread the next time that thread waits for it.
+group, so it never queues behind large sends; the round's last job knows the answer, all of
+them, since every rank hands it over only after compressing them all), then starts the agreed
+partitions in priority order. Credit comes back only when the oldest send has completed
+(waited for on the communication thread: its completion event on CUDA), never by polling
+whether a send has finished, so every decision depends on agreed values alone and all ranks
+issue the same collectives in the same order. A failure on the communication thread is raised
+again in the training thread the next time that thread waits for it.
 
 Limits: updating some parameters before others equals one step of all of them only for
 optimizers that update each parameter on its own (SGD, Adam; not one that couples parameters,
@@ -41,7 +42,7 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar, TypeVar
@@ -49,8 +50,10 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
+from torch.utils.hooks import RemovableHandle
 from typing_extensions import Unpack
 
+from gradsync.comm.host_sync import host_sync
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
@@ -58,7 +61,7 @@ from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts, step_stats
 from gradsync.schedulers.engine.residuals import rebucket_residuals
 from gradsync.schedulers.engine.step_timer import StepTimer
-from gradsync.schedulers.priority.config import CREDIT
+from gradsync.schedulers.priority.config import AGREEMENT, CREDIT, CREDIT_BACK
 from gradsync.schedulers.priority.deferred import hyperparameters, using
 from gradsync.schedulers.priority.plan import Layout, Plan
 from gradsync.schedulers.registry import require_allreducible
@@ -80,14 +83,33 @@ def _not_started() -> Payload:
     raise RuntimeError("a partition's exchange ran before it was started")
 
 
+@dataclass(frozen=True)
+class _Flat:
+    """A flat gradient buffer in backward order and each tensor's part of it, shaped as the
+    tensor, made once: hooks copy into these views and the update reads them, without a view
+    made per tensor per step (a dispatcher call each)."""
+
+    tensor: Tensor
+    grads: tuple[Tensor, ...]
+
+    @classmethod
+    def like(cls, params: Sequence[nn.Parameter]) -> _Flat:
+        first = params[0]
+        flat = torch.empty(sum(p.numel() for p in params), dtype=first.dtype, device=first.device)
+        parts = flat.split([p.numel() for p in params])
+        return cls(flat, tuple(part.view_as(p) for part, p in zip(parts, params, strict=True)))
+
+
 class _Round:
     """One step's gradient, from its first hook until its last partition is applied."""
 
-    def __init__(self, layout: Layout, flat: Tensor, tensors: int, step: int, epoch: int) -> None:
+    def __init__(self, layout: Layout, flat: _Flat, tensors: int, step: int, epoch: int) -> None:
         count = len(layout.buckets)
         self.layout = layout
-        self.flat = flat
+        self.flat = flat.tensor
         """The gradient in backward order; a landed partition holds its average in place."""
+        self.grads = flat.grads
+        """Each tensor's part of ``flat``, shaped as the tensor."""
         self.step, self.epoch = step, epoch
         self.got = [False] * tensors
         self.missing = list(layout.tensors_in)
@@ -161,6 +183,8 @@ class PrioritySync(SyncComponents):
         self._sizes = [p.numel() for p in params]
         self._offsets = list(itertools.accumulate(self._sizes, initial=0))
         self._backward_s = [0.0] * len(params)
+        self._flats = (_Flat.like(params), _Flat.like(params))
+        self._turn = 1
         self._comm, self._timer = self.start_comm(first.device)
         # Two groups: sends on one, the small agreements on the other, so that an agreement
         # never waits behind the sends it is about to schedule.
@@ -172,13 +196,16 @@ class PrioritySync(SyncComponents):
         self._owned: dict[int, list[int]] = {}  # module id: the tensors its pre-hook applies
         self._parent: dict[int, nn.Module] = {}
         self._ran: set[int] | None = set()  # modules seen in the first forward pass
+        self._module_hooks: dict[int, RemovableHandle] = {}
         for module in model.modules():
             # A tied parameter is listed by each of its modules: whichever runs first applies it.
             own = [index[id(p)] for p in module.parameters(recurse=False) if id(p) in index]
             if own:
                 self._owned[id(module)] = own
             self._parent.update((id(child), module) for child in module.children())
-            module.register_forward_pre_hook(lambda module, _: self._on_module(module))
+            self._module_hooks[id(module)] = module.register_forward_pre_hook(
+                lambda module, _: self._on_module(module)
+            )
         model.register_forward_pre_hook(lambda *_: self._on_forward_start())
         model.register_forward_hook(lambda *_: self._on_forward_end())
         self._prepare(model)
@@ -216,6 +243,10 @@ class PrioritySync(SyncComponents):
         assert self._layout is not None, "attach() first"
         return self._layout.plan
 
+    def exchange_buckets(self) -> Buckets:
+        """What each of a step's exchanges carries: the plan's partitions."""
+        return self.plan.buckets
+
     def send_log(self) -> list[tuple[int, int]]:
         """(step, partition) of every send since the last call, in the order issued (the most
         recent ``SEND_LOG``): the same on every rank."""
@@ -235,14 +266,19 @@ class PrioritySync(SyncComponents):
     def _open_round(self) -> _Round:
         if self._current is None:
             assert self._layout is not None, "attach() before training"
-            like = self._params[0]
-            flat = torch.empty(self._offsets[-1], dtype=like.dtype, device=like.device)
+            # Two buffers take turns: a round is let go once its updates are applied, at the
+            # latest when the round after it steps, so at most two are alive. Kept, because
+            # a fresh gradient-sized tensor gets fresh pages on a CPU worker.
+            self._turn = 1 - self._turn
+            flat = self._flats[self._turn]
             self._current = _Round(self._layout, flat, len(self._params), self._step, self._epoch)
         return self._current
 
     def _on_module(self, module: nn.Module) -> None:
         if self._ran is not None:
             self._ran.add(id(module))
+        elif self._pending is None:  # every update applied: nothing to wait for
+            return
         own = self._owned.get(id(module))
         if own:
             self._apply_in_forward(own)
@@ -260,6 +296,12 @@ class PrioritySync(SyncComponents):
             while id(ancestor) not in ran and id(ancestor) in self._parent:
                 ancestor = self._parent[id(ancestor)]
             self._owned[id(ancestor)] = [*self._owned.get(id(ancestor), []), *own]
+        # A module with nothing to apply needs no hook: any hook sends every call of the
+        # module through nn.Module's slower path.
+        for module_id, handle in self._module_hooks.items():
+            if module_id not in self._owned:
+                handle.remove()
+        self._module_hooks = {}
 
     def _on_forward_start(self) -> None:
         if self._timing:
@@ -288,11 +330,10 @@ class PrioritySync(SyncComponents):
                 "it supports one backward pass per step"
             )
         grad = self._params[tensor].grad
-        target = r.flat[self._offsets[tensor] : self._offsets[tensor + 1]]
         if grad is None:
-            target.zero_()
+            r.grads[tensor].zero_()
         else:
-            target.copy_(grad.reshape(-1))
+            r.grads[tensor].copy_(grad)
         self._mark_ready(r, tensor, in_backward=True)
         if self._timing:
             self._last_mark = self.clock()
@@ -310,7 +351,9 @@ class PrioritySync(SyncComponents):
             # Under the lock: a scheduling job counts this partition ready when it runs.
             with self._cond:
                 payload = r.payloads[bucket]
-                r.handed[bucket] = self._comm.submit(partial(self._schedule, r), inputs=payload)
+                r.handed[bucket] = self._comm.submit(
+                    partial(self._schedule, r, bucket), inputs=payload
+                )
                 r.ready += 1
 
     def _compress(self, r: _Round, bucket: int, *, in_backward: bool) -> None:
@@ -344,7 +387,7 @@ class PrioritySync(SyncComponents):
             issued_in_backward = r.counts.issued
         for tensor in range(len(self._params)):
             if not r.got[tensor]:  # no gradient this step: it counts as zero
-                r.flat[self._offsets[tensor] : self._offsets[tensor + 1]].zero_()
+                r.grads[tensor].zero_()
                 self._mark_ready(r, tensor, in_backward=False)
         r.hyper = [hyperparameters(group) for group in self._optimizer.param_groups]
         for param in self._params:
@@ -397,7 +440,12 @@ class PrioritySync(SyncComponents):
         self._apply(range(len(self._params)), timed=False)  # not part of any step's figures
         self._check_comm()  # a failure after the last partition landed is not lost
 
-    def _apply_in_forward(self, tensors: Iterable[int]) -> None:
+    def _apply_in_forward(self, tensors: Sequence[int]) -> None:
+        r = self._pending
+        # Every module's pre-hook comes here: most find their tensors applied already (by the
+        # first one's optimizer step), and leave at once, untimed.
+        if r is None or all(r.applied[t] for t in tensors):
+            return
         with self._timer.span("in_forward"):
             self._apply(tensors)
 
@@ -428,8 +476,7 @@ class PrioritySync(SyncComponents):
         ]
         params = [self._params[t] for t in todo]
         for tensor, param in zip(todo, params, strict=True):
-            average = r.flat[self._offsets[tensor] : self._offsets[tensor + 1]]
-            param.grad = average.view_as(param)
+            param.grad = r.grads[tensor]
         # Only these parameters have a gradient, so the optimizer steps only them.
         with using(self._optimizer, r.hyper):
             self._optimizer.step()
@@ -466,12 +513,13 @@ class PrioritySync(SyncComponents):
         )
 
     # ---- the communication thread -------------------------------------------------------------
-    def _schedule(self, r: _Round) -> None:
-        """One scheduling job (one per compressed partition): agree on what is ready everywhere,
-        start it in priority order within the credit; the round's last job waits for the rest."""
+    def _schedule(self, r: _Round, bucket: int) -> None:
+        """One scheduling job (one per compressed partition, ``bucket`` the one that was):
+        agree on what is ready everywhere, start it in priority order within the credit; the
+        round's last job waits for the rest."""
         try:
             if self._error is None:
-                self._send_agreed(r)
+                self._send_agreed(r, bucket)
         except BaseException as exc:  # handed to the training thread, which raises it
             self._error = exc
         if self._error is not None:
@@ -479,9 +527,14 @@ class PrioritySync(SyncComponents):
                 if not job.settled:
                     job.settle(None, self._error)
 
-    def _send_agreed(self, r: _Round) -> None:
+    def _send_agreed(self, r: _Round, bucket: int) -> None:
         count = len(r.layout.buckets)
-        if r.agreed < count:  # once all is agreed, every rank knows it without asking
+        if r.agreed < count and bucket == count - 1:
+            # Every rank hands this job over only once it has compressed every partition, so
+            # the agreement would find all of them ready: every rank knows it without asking.
+            with self._cond:  # once the hook that handed it over has recorded it
+                r.agreed = r.ready
+        elif r.agreed < count:  # once all is agreed, every rank knows it without asking
             r.agreed = self._agree(r)
             with self._cond:
                 r.counts.agreements += 1
@@ -497,15 +550,17 @@ class PrioritySync(SyncComponents):
             assert self._comm is not None
             for job, _ in flight:
                 self._comm.settle_here(job)
-            for job, _ in flight:
-                job.completed()
+            with host_sync(CREDIT_BACK):
+                for job, _ in flight:
+                    job.completed()
 
     def _agree(self, r: _Round) -> int:
         with self._cond:
             mine = r.ready
         # The MIN over ranks, as the MAX of negatives (``reduce_metrics`` offers sum and max);
         # these few bytes are control traffic, outside the byte counts.
-        agreed = self._control.reduce_metrics([-float(mine)], device=r.flat.device, op="max")
+        with host_sync(AGREEMENT):
+            agreed = self._control.reduce_metrics([-float(mine)], device=r.flat.device, op="max")
         return int(-agreed[0])
 
     def _start(self, r: _Round, bucket: int) -> None:
@@ -526,7 +581,8 @@ class PrioritySync(SyncComponents):
         assert self._comm is not None
         job, size = r.flight.popleft()
         self._comm.settle_here(job)
-        job.completed()
+        with host_sync(CREDIT_BACK):
+            job.completed()
         r.load -= size
 
     # ---- checkpoints ----------------------------------------------------------------------------

@@ -19,6 +19,15 @@ MAX_UNIMPORTANT = 0.8  # the paper's 80% cap on the unimportant layers' share of
 # Measured on the OSP recipe at 20 Mbit/s (BENCHMARKS.md, "Staleness corrections for ASP and
 # SSP"): the only one that closes the gap to BSP; none is the papers' updates.
 STALE_STALENESS_CORRECTION = PREDICTION
+HOST_STAGING = "ps.host_staging"
+HOST_SYNCS = (
+    (
+        HOST_STAGING,
+        "the servers hold the model in host memory and talk gloo: a GPU worker's push is "
+        "copied to the host",
+    ),
+)
+"""Where a worker waits on the host for its device (``Capabilities.host_syncs``)."""
 
 
 @dataclass

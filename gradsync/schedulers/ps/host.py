@@ -16,13 +16,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gradsync.comm.host_sync import host_sync
 from gradsync.dist.backends import HOST
+from gradsync.schedulers.ps.config import HOST_STAGING
 
 
 def to_host(tensor: Tensor) -> Tensor:
     """``tensor`` in host memory, contiguous, as gloo sends it. From a GPU the copy waits for
-    the current stream (the communication thread's, which waited for the step's work)."""
-    return tensor.detach().to(HOST).contiguous()
+    the current stream (the communication thread's, which waited for the step's work): the
+    servers' declared host synchronization."""
+    with host_sync(HOST_STAGING):
+        return tensor.detach().to(HOST).contiguous()
 
 
 def host_empty(size: int | tuple[int, ...], dtype: torch.dtype) -> Tensor:
