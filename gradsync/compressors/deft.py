@@ -10,9 +10,16 @@ Every step, on every worker:
 5. all-gather the (disjoint) indices; the union is the index set every worker sends values at.
 Fully selected ("common") layers are sent whole by everyone. A worker whose bin is empty (more
 workers than layers) selects nothing and still sends its values at the others' indices.
+
+The plan is a host decision, so each step reads the layers' norms and the broadcast plan on the
+host (``host_syncs``); the norms and the selection in the worker's layers are batched
+(``segments.py``, ``layer_topk.py``), a constant number of kernels whatever the number of layers.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -27,12 +34,23 @@ from gradsync.algorithms.deft_plan import (
     lpt_bins,
     partition_layers,
 )
-from gradsync.compressors.selection import layerwise_topk_indices, range_norms
+from gradsync.comm.collective import LENGTHS_SYNC
+from gradsync.comm.host_sync import host_sync
+from gradsync.compressors.device_copy import on_device
+from gradsync.compressors.index_ranges import range_indices
+from gradsync.compressors.layer_topk import LayerwiseTopK
+from gradsync.compressors.selection import range_norms
 from gradsync.compressors.sparse import AgreedIndexCompressor, index_dtype
 from gradsync.compressors.warmup import WarmupArgs
 
 
 class DEFTCompressor(AgreedIndexCompressor):
+    host_syncs: ClassVar[Mapping[str, str]] = {
+        "deft.norms": "each layer's local k follows from its norm, on the host",
+        "deft.plan": "the decision worker's bins, broadcast, are read to know one's own layers",
+        LENGTHS_SYNC: "each worker selects its own number of indices",
+    }
+
     def __init__(
         self, *, density: float, exact_k: bool = False, **warmup: Unpack[WarmupArgs]
     ) -> None:
@@ -53,8 +71,7 @@ class DEFTCompressor(AgreedIndexCompressor):
         n = self.collective.world_size
         decider = decision_worker(step, n)
         if self.collective.rank == decider:
-            values = encode_plan(lpt_bins(lengths, ks, n))
-            wire = torch.tensor(values, dtype=torch.int32, device=device)
+            wire = on_device(encode_plan(lpt_bins(lengths, ks, n)), torch.int32, device)
         else:
             wire = torch.empty(n + len(lengths), dtype=torch.int32, device=device)
         (wire,) = self.collective.broadcast((wire,), src=decider)
@@ -63,12 +80,24 @@ class DEFTCompressor(AgreedIndexCompressor):
     def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int], k: int) -> Tensor:
         ranges = self.partition(name, sizes)
         lengths = [end - start for start, end in ranges]
-        ks = assign_local_k(range_norms(flat, ranges), lengths, k, exact=self.exact_k)
-        bins, common = self._plan(lengths, ks, step=step, device=flat.device)
+        with host_sync("deft.norms"):
+            norms = range_norms(flat, ranges)
+        ks = assign_local_k(norms, lengths, k, exact=self.exact_k)
+        with host_sync("deft.plan"):
+            bins, common = self._plan(lengths, ks, step=step, device=flat.device)
         n, rank = self.collective.world_size, self.collective.rank
         mine = bins[bin_for_rank(rank, step, n)]
-        own = layerwise_topk_indices(flat, [ranges[j] for j in mine], [ks[j] for j in mine])
+        selection = LayerwiseTopK(
+            [ranges[j][0] for j in mine],
+            [lengths[j] for j in mine],
+            [ks[j] for j in mine],
+            numel=flat.numel(),
+            device=flat.device,
+        )
+        own = selection.indices(flat)
         gathered = self.collective.all_gather((own.to(index_dtype(flat.numel())),))
         parts = [received[0].long() for received in gathered]
-        parts += [torch.arange(*ranges[j], device=flat.device) for j in common]
+        if common:  # fully selected layers: every element, sent by everyone
+            starts, sizes_of = [ranges[j][0] for j in common], [lengths[j] for j in common]
+            parts.append(range_indices(starts, sizes_of, flat.device))
         return torch.cat(parts)

@@ -18,8 +18,9 @@ number of workers, far below any gradient that moves a model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -46,6 +47,7 @@ class DenseCompressor(Stateless, DensitySchedule):
     steady_step = 0
     sends_selected_values = False
     selects_alone = False
+    host_syncs: ClassVar[Mapping[str, str]] = {}
     wire_dtype: torch.dtype | None = None
     """The type on the wire; None: the gradient's own (no copy)."""
 

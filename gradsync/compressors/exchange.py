@@ -10,12 +10,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 from typing_extensions import Unpack
 
+from gradsync.comm.host_sync import host_sync
 from gradsync.compressors.choices import EXCHANGES
 from gradsync.compressors.sparse import (
     SparseCtx,
@@ -29,14 +31,22 @@ from gradsync.compressors.sparse import (
 from gradsync.compressors.warmup import DensitySchedule, WarmupArgs
 from gradsync.types import Collective, GroupInfo, Payload
 
+UNION_SYNC = "union.indices"
+UNION_SYNCS: Mapping[str, str] = {UNION_SYNC: "the size of the union of the workers' indices"}
+"""The host sync of ``exchange=union``, for the ``host_syncs`` of the sparsifiers that offer it."""
+
 
 def union_of_indices(
     indices: Tensor, numel: int, collective: Collective, *, same_count: bool
 ) -> Tensor:
-    """The sorted union (int64) of every worker's ``indices``, identical on all workers.
-    ``same_count``: every worker selected as many indices (no lengths need exchanging)."""
+    """The sorted union (int64) of every worker's ``indices`` (each worker's distinct), identical
+    on all workers. ``same_count``: every worker selected as many indices (no lengths need
+    exchanging)."""
     gathered = collective.all_gather((indices.to(index_dtype(numel)),), same_shape=same_count)
-    union: Tensor = torch.unique(torch.cat([received[0] for received in gathered]))
+    if collective.world_size == 1:  # its own indices: sorting them is their union, no sync
+        return torch.sort(gathered[0][0]).values.long()
+    with host_sync(UNION_SYNC):  # how many distinct indices there are is up to the data
+        union: Tensor = torch.unique(torch.cat([received[0] for received in gathered]))
     return union.long()
 
 
@@ -100,6 +110,7 @@ class ExchangedSparsifier(UsesCollective, DensitySchedule):
     sends_selected_values = True  # union or own selection, the values as they are
     selects_alone = False
     error_feedback = True
+    host_syncs: ClassVar[Mapping[str, str]] = UNION_SYNCS
     same_count = False
     """``select`` picks as many indices on every worker, a number known from the group alone
     (and the epoch, which every worker shares)."""

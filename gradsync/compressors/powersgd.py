@@ -33,13 +33,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from gradsync.comm.solo import SoloCollective
+from gradsync.compressors.device_copy import on_device
 from gradsync.compressors.warmup import DensitySchedule
 from gradsync.feedback.residual import memory_norm
 from gradsync.types import Collective, GroupInfo, Payload, TensorPart
@@ -146,6 +147,7 @@ class PowerSGDCompressor(DensitySchedule):
     payload_same_shape = True
     sends_selected_values = False
     selects_alone = False
+    host_syncs: ClassVar[Mapping[str, str]] = {}
 
     def __init__(
         self,
@@ -292,7 +294,8 @@ class PowerSGDCompressor(DensitySchedule):
         generator = torch.Generator().manual_seed(int(self._seeds.randint(SEED_RANGE)))
         q = like.new_empty(layout.q_numel)
         for m, q_i in zip(layout.matrices, _split(q, layout.matrices, rows=False), strict=True):
-            q_i.copy_(torch.randn(1, m.cols, m.rank, generator=generator, dtype=like.dtype))
+            draws = torch.randn(1, m.cols, m.rank, generator=generator, dtype=like.dtype)
+            q_i.copy_(on_device(draws, like.dtype, like.device))  # the hook's CPU draws
             orthogonalize(q_i, self.orthogonalization_epsilon)
         return q
 

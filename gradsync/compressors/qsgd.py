@@ -14,6 +14,7 @@ from torch import Tensor
 
 from gradsync.compressors.choices import QSGD_MAX_LEVELS
 from gradsync.compressors.quantized import PackedQuantizer
+from gradsync.compressors.segments import Segments
 
 
 def bits_for_levels(levels: int) -> int:
@@ -33,13 +34,19 @@ class QSGDCompressor(PackedQuantizer):
         self.levels = levels
         self.code_offset, self.code_unit = float(levels), 1.0 / levels  # sign·level·v/s
 
-    def scales(self, parts: list[Tensor]) -> tuple[list[Tensor], Tensor]:
-        return parts, torch.stack([torch.linalg.vector_norm(part) for part in parts]).float()
+    def scales(self, head: Tensor, layout: Segments) -> tuple[Tensor, Tensor]:
+        return head, layout.sums_of_squares(head).sqrt_().float()
 
-    def encode(self, part: Tensor, scale: Tensor, draws: Tensor | None) -> Tensor:
+    def encode(
+        self, values: Tensor, layout: Segments, scales: Tensor, draws: Tensor | None, out: Tensor
+    ) -> None:
         assert draws is not None
-        s = self.levels
         # An all-zero tensor has norm 0; the clamp keeps 0/0 out and its levels at 0.
-        ratio = part.abs().mul_(s / scale.clamp_min(torch.finfo(part.dtype).tiny))
-        level = draws.add_(ratio).floor_().clamp_(max=s)  # rounding can reach s + 1
-        return level.copysign_(part).add_(s).to(torch.uint8)
+        factors = self.levels / scales.clamp_min(torch.finfo(values.dtype).tiny)
+        layout.map(self._codes, [values, draws], [factors], out=out)
+
+    def _codes(self, part: Tensor, draws: Tensor, factor: Tensor, *, out: Tensor) -> None:
+        """The codes ``sign·level + s``, level = floor(s·|g|/v + u), with ``factor`` = s/v."""
+        s = self.levels
+        level = draws.add_(part.abs().mul_(factor)).floor_().clamp_(max=s)  # may reach s + 1
+        out.copy_(level.copysign_(part).add_(s))

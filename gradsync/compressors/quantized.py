@@ -6,20 +6,28 @@ padding between tensors), so a payload costs what the method claims. Trailing te
 float (TernGrad's classifier) travel as float32. Workers' codes differ, so payloads are
 all-gathered and averaged, as TernGrad's parameter server does.
 
+Every step works on all of a group's quantized tensors at once (``segments.py``): per-tensor
+statistics are segment reductions, and encoding and decoding are elementwise kernels over the
+whole group with each tensor's scale spread over its elements, so the number of kernels does not
+grow with the number of tensors.
+
 Payload: ``(packed codes, [scales,] float tail)``; the scales are left out when the workers
 have agreed on them beforehand (TernGrad's scaler sharing), since every receiver already has them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
-from gradsync.compressors.bitpack import pack, unpack
+from gradsync.compressors.bitpack import pack, packed_size, unpack
+from gradsync.compressors.scratch import Scratch
 from gradsync.compressors.seeding import seeded_generator
+from gradsync.compressors.segments import Segments, segments
 from gradsync.compressors.sparse import UsesCollective, group_sizes
 from gradsync.compressors.warmup import DensitySchedule
 from gradsync.types import GroupInfo, Payload
@@ -50,6 +58,7 @@ class PackedQuantizer(UsesCollective, DensitySchedule):
     sends_selected_values = False
     selects_alone = False
     density = 1.0
+    host_syncs: ClassVar[Mapping[str, str]] = {}
     bits: int
     """Bits per element on the wire."""
     stochastic: bool
@@ -60,21 +69,25 @@ class PackedQuantizer(UsesCollective, DensitySchedule):
     def __init__(self, *, seed: int = 0) -> None:
         super().__init__()
         self.seed = seed
-        self._draws: Tensor | None = None  # reused: filling fresh pages costs as much as the RNG
+        # Reused: filling fresh pages costs as much as the work on them.
+        self._scratch = Scratch()
 
     # ---- what a subclass defines ---------------------------------------------------------
-    def scales(self, parts: list[Tensor]) -> tuple[list[Tensor], Tensor]:
-        """The tensors to quantize (possibly transformed, e.g. clipped) and one scale for each
-        (a 1-d tensor)."""
+    def scales(self, head: Tensor, layout: Segments) -> tuple[Tensor, Tensor]:
+        """The elements to quantize (``head`` itself, or a transformed copy, e.g. clipped) and
+        one scale for each of the ``layout``'s tensors (a 1-d float32 tensor)."""
         raise NotImplementedError
 
     def scales_agreed(self) -> bool:
         """True when ``scales`` made every worker's scales identical (kept off the payload)."""
         return False
 
-    def encode(self, part: Tensor, scale: Tensor, draws: Tensor | None) -> Tensor:
-        """uint8 codes in [0, 2**bits) for the elements of ``part``. ``draws`` (None unless
-        ``stochastic``) are uniform in [0, 1) and may be overwritten."""
+    def encode(
+        self, values: Tensor, layout: Segments, scales: Tensor, draws: Tensor | None, out: Tensor
+    ) -> None:
+        """uint8 codes in [0, 2**bits) for ``values`` (all of the layout's tensors), into
+        ``out``. ``draws`` (None unless ``stochastic``) are uniform in [0, 1) and may be
+        overwritten."""
         raise NotImplementedError
 
     def float_tensors(self, group: GroupInfo, tensors: int) -> int:
@@ -88,18 +101,17 @@ class PackedQuantizer(UsesCollective, DensitySchedule):
         sizes = group_sizes(grad, group.sizes)
         quantized = len(sizes) - self.float_tensors(group, len(sizes))
         head = sum(sizes[:quantized])
-        parts: list[Tensor] = []
+        # Codes for whole bytes, the padding zero, so packing needs no padded copy.
+        whole_bytes = packed_size(head, self.bits) * (8 // self.bits)
+        codes = self._scratch.get("codes", whole_bytes, flat, torch.uint8)
         scales = flat.new_empty(0)
         if quantized:
-            parts, scales = self.scales(list(torch.split(flat[:head], sizes[:quantized])))
-        draws = self._uniform_draws(sizes[:quantized], flat, name=group.name, step=group.step)
-        codes = [
-            self.encode(part, scale, part_draws)
-            for part, scale, part_draws in zip(parts, scales, draws, strict=True)
-        ]
-        packed = pack(
-            torch.cat(codes) if codes else flat.new_empty(0, dtype=torch.uint8), self.bits
-        )
+            layout = segments(tuple(sizes[:quantized]), flat.device)
+            values, scales = self.scales(flat[:head], layout)
+            draws = self._uniform_draws(head, flat, name=group.name, step=group.step)
+            self.encode(values, layout, scales, draws, codes[:head])
+        codes[head:].zero_()
+        packed = pack(codes, self.bits)
         tail = flat[head:]
         agreed = self.scales_agreed()
         payload = (packed, tail) if agreed else (packed, scales.to(flat.dtype), tail)
@@ -112,42 +124,35 @@ class PackedQuantizer(UsesCollective, DensitySchedule):
         )
         return payload, ctx
 
-    def _uniform_draws(
-        self, sizes: list[int], like: Tensor, *, name: str, step: int
-    ) -> list[Tensor | None]:
-        """One tensor of uniform draws per part (all None for a deterministic quantizer)."""
+    def _uniform_draws(self, numel: int, like: Tensor, *, name: str, step: int) -> Tensor | None:
+        """``numel`` uniform draws, or None for a deterministic quantizer."""
         if not self.stochastic:
-            return [None] * len(sizes)
-        numel = sum(sizes)
-        buffer = self._draws
-        if (
-            buffer is None
-            or buffer.numel() < numel
-            or (buffer.dtype, buffer.device) != (like.dtype, like.device)
-        ):
-            buffer = self._draws = like.new_empty(numel)
+            return None
         # Draws differ between workers (rank) and steps, and are reproducible from the seed.
         generator = seeded_generator(
             self.seed, self.collective.rank, step, name, device=like.device
         )
-        return list(torch.split(buffer[:numel].uniform_(generator=generator), sizes))
+        return self._scratch.get("draws", numel, like).uniform_(generator=generator)
 
     def decompress(self, payload: Payload, ctx: QuantCtx, out: Tensor | None = None) -> Tensor:
         packed, tail = payload[0], payload[-1]
         scales = ctx.agreed_scales if ctx.agreed_scales is not None else payload[1]
-        head_sizes = ctx.sizes[: ctx.quantized]
-        head = sum(head_sizes)
+        head = sum(ctx.sizes[: ctx.quantized])
         flat = (
             out.view(-1)
             if out is not None
             else torch.empty(head + tail.numel(), dtype=ctx.dtype, device=packed.device)
         )
-        codes = unpack(packed, self.bits, head)
-        flat[:head].copy_(codes).sub_(self.code_offset)  # a mixed-type sub(out=) is ~10x slower
-        for part_out, scale in zip(torch.split(flat[:head], head_sizes), scales, strict=True):
-            part_out.mul_(scale * self.code_unit)
+        if ctx.quantized:
+            layout = segments(tuple(ctx.sizes[: ctx.quantized]), packed.device)
+            codes = unpack(packed, self.bits, head)
+            layout.map(self._values, [codes], [scales * self.code_unit], out=flat[:head])
         flat[head:] = tail
         return flat.view(ctx.shape)
+
+    def _values(self, codes: Tensor, factor: Tensor, *, out: Tensor) -> None:
+        """``(code - code_offset)·factor``, factor = unit·scale."""
+        out.copy_(codes).sub_(self.code_offset).mul_(factor)  # a mixed-type sub(out=) is slower
 
     def selected(self, payload: Payload, ctx: Any) -> Tensor | None:
         return None  # every element's value is communicated, if only in a few bits

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 from typing_extensions import Unpack
 
+from gradsync.compressors.device_copy import on_device
 from gradsync.compressors.seeding import seeded_generator
 from gradsync.compressors.sparse import AgreedIndexCompressor
 from gradsync.compressors.warmup import WarmupArgs
@@ -21,8 +22,9 @@ class RandomKCompressor(AgreedIndexCompressor):
         self.seed = seed
 
     def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int], k: int) -> Tensor:
+        # Drawn on the host (the same draws on every device), copied without waiting.
         gen = seeded_generator(self.seed, step, name, device=torch.device("cpu"))
-        return random_subset(flat.numel(), k, gen).to(flat.device)
+        return on_device(random_subset(flat.numel(), k, gen), torch.int64, flat.device)
 
 
 def random_subset(n: int, k: int, gen: torch.Generator) -> Tensor:

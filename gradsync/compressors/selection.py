@@ -6,12 +6,15 @@ selection inside its own layers) and by the selection-cost benchmark.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
+from gradsync.compressors.layer_topk import LayerwiseTopK
+from gradsync.compressors.segments import segments
 from gradsync.compressors.sparse import density_k
 
 
@@ -23,7 +26,8 @@ def topk_indices(flat: Tensor, k: int) -> Tensor:
 def layerwise_topk_indices(
     flat: Tensor, ranges: Sequence[tuple[int, int]], ks: Sequence[int]
 ) -> Tensor:
-    """Top-``ks[j]`` inside each ``ranges[j] = (start, end)`` of ``flat``, as flat indices."""
+    """Top-``ks[j]`` inside each ``ranges[j] = (start, end)`` of ``flat``, as flat indices: the
+    definition, one ``torch.topk`` per range, that ``LayerwiseTopK`` batches."""
     picks = [
         topk_indices(flat[start:end], k) + start for (start, end), k in zip(ranges, ks, strict=True)
     ]
@@ -43,9 +47,20 @@ def tensor_ranges(sizes: Sequence[int]) -> list[tuple[int, int]]:
 
 def per_tensor_topk_indices(flat: Tensor, sizes: Sequence[int], density: float) -> Tensor:
     """Layer-wise top-k with ``k_l = max(1, int(density * n_l))`` in every tensor (sands-lab and
-    OMGS "topk"), as flat indices."""
+    OMGS "topk"), as flat indices, selected for all tensors at once."""
+    return _per_tensor_topk(tuple(sizes), density, flat.device).indices(flat)
+
+
+@functools.lru_cache(maxsize=4096)  # a layout per group; a scheduler may make hundreds
+def _per_tensor_topk(sizes: tuple[int, ...], density: float, device: torch.device) -> LayerwiseTopK:
     ranges = [(s, e) for s, e in tensor_ranges(sizes) if e > s]
-    return layerwise_topk_indices(flat, ranges, [density_k(density, e - s) for s, e in ranges])
+    return LayerwiseTopK(
+        [s for s, _ in ranges],
+        [e - s for s, e in ranges],
+        [density_k(density, e - s) for s, e in ranges],
+        numel=sum(sizes),
+        device=device,
+    )
 
 
 def threshold_indices(flat: Tensor, threshold: float) -> Tensor:
@@ -60,8 +75,10 @@ def threshold_for_density(density: float, numel: int) -> float:
 
 
 def range_norms(flat: Tensor, ranges: Sequence[tuple[int, int]]) -> list[float]:
-    """L2 norm of each of the contiguous ranges that tile ``flat`` (one device sync for all)."""
+    """L2 norm of each of the contiguous ranges that tile ``flat``, in ``flat``'s type (summed in
+    float64; one device sync for all, and a constant number of kernels)."""
     if not ranges:
         return []
-    parts = torch.split(flat, [end - start for start, end in ranges])
-    return torch.stack([torch.linalg.vector_norm(p) for p in parts]).tolist()
+    layout = segments(tuple(end - start for start, end in ranges), flat.device)
+    norms: list[float] = layout.sums_of_squares(flat).sqrt_().to(flat.dtype).tolist()
+    return norms

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from gradsync.compressors.quantized import PackedQuantizer
+from gradsync.compressors.segments import Segments
 
 
 class SignSGDCompressor(PackedQuantizer):
@@ -23,8 +24,10 @@ class SignSGDCompressor(PackedQuantizer):
     def __init__(self, *, seed: int = 0) -> None:
         super().__init__(seed=seed)
 
-    def scales(self, parts: list[Tensor]) -> tuple[list[Tensor], Tensor]:
-        return parts, torch.stack([part.abs().mean() for part in parts]).float()
+    def scales(self, head: Tensor, layout: Segments) -> tuple[Tensor, Tensor]:
+        return head, (layout.sums_of_magnitudes(head) / layout.lengths).float()
 
-    def encode(self, part: Tensor, scale: Tensor, draws: Tensor | None) -> Tensor:
-        return (part >= 0).view(torch.uint8)
+    def encode(
+        self, values: Tensor, layout: Segments, scales: Tensor, draws: Tensor | None, out: Tensor
+    ) -> None:
+        torch.ge(values, 0, out=out.view(torch.bool))

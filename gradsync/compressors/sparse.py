@@ -7,8 +7,9 @@ an all-reduce. The subclass says how the workers agree (``agree``); the rest is 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -87,6 +88,7 @@ class AgreedIndexCompressor(UsesCollective, DensitySchedule):
     sends_selected_values = True
     selects_alone = False
     error_feedback = True
+    host_syncs: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, *, density: float, **warmup: Unpack[WarmupArgs]) -> None:
         super().__init__()

@@ -10,11 +10,11 @@ The last classifier layer (the group's last two tensors, weight and bias) stays 
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from gradsync.compressors.quantized import PackedQuantizer
-from gradsync.compressors.ternary import TERNARY_BITS, clip_by_std, local_scaler, ternary_codes
+from gradsync.compressors.segments import Segments
+from gradsync.compressors.ternary import TERNARY_BITS, clip_segments_by_std, codes_at_scalers
 from gradsync.types import GroupInfo
 
 CLASSIFIER_TENSORS = 2  # the logits layer's weight and bias
@@ -51,16 +51,21 @@ class TernGradCompressor(PackedQuantizer):
         # parts when the group is laid out in model order.
         return min(tensors, max(0, self.float_last - group.tensors_after))
 
-    def scales(self, parts: list[Tensor]) -> tuple[list[Tensor], Tensor]:
-        clipped = [clip_by_std(part, self.clip) for part in parts]
-        scalers = torch.stack([local_scaler(part) for part in clipped]).float()
-        if self.share_scalers:
+    def scales(self, head: Tensor, layout: Segments) -> tuple[Tensor, Tensor]:
+        clipped = head
+        if self.clip > 0:
+            out = self._scratch.get("clipped", head.numel(), head)
+            clipped = clip_segments_by_std(head, layout, self.clip, out=out)
+        scalers = layout.max_magnitudes(clipped).float()  # s_w = max|g| after clipping
+        if self.share_scalers:  # one all-reduce for all of the group's scalers
             self.collective.all_reduce((scalers,), op="max")
         return clipped, scalers
 
     def scales_agreed(self) -> bool:
         return self.share_scalers
 
-    def encode(self, part: Tensor, scale: Tensor, draws: Tensor | None) -> Tensor:
+    def encode(
+        self, values: Tensor, layout: Segments, scales: Tensor, draws: Tensor | None, out: Tensor
+    ) -> None:
         assert draws is not None
-        return ternary_codes(part, scale, draws)
+        layout.map(codes_at_scalers, [values, draws], [scales], out=out)

@@ -9,16 +9,26 @@ and it builds up across workers like Top-k's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from torch import Tensor
 from typing_extensions import Unpack
 
-from gradsync.compressors.exchange import ExchangedSparsifier
+from gradsync.comm.collective import LENGTHS_SYNC
+from gradsync.comm.host_sync import host_sync
+from gradsync.compressors.exchange import UNION_SYNCS, ExchangedSparsifier
 from gradsync.compressors.selection import threshold_for_density, threshold_indices
 from gradsync.compressors.warmup import WarmupArgs
 
 
 class ThresholdCompressor(ExchangedSparsifier):
     same_count = False  # as many as pass λ, which differs between workers
+    host_syncs: ClassVar[Mapping[str, str]] = {
+        "threshold.indices": "how many elements pass λ is up to the data",
+        LENGTHS_SYNC: "so each worker's count differs, and gathering exchanges lengths",
+        **UNION_SYNCS,
+    }
 
     def __init__(
         self,
@@ -40,4 +50,5 @@ class ThresholdCompressor(ExchangedSparsifier):
         return threshold_for_density(density, numel)
 
     def select(self, flat: Tensor, sizes: list[int], density: float) -> Tensor:
-        return threshold_indices(flat, self.threshold_at(density, flat.numel()))
+        with host_sync("threshold.indices"):
+            return threshold_indices(flat, self.threshold_at(density, flat.numel()))

@@ -171,7 +171,8 @@ def test_qsgd_values_lie_on_the_norm_grid_and_are_unbiased(levels):
         unit = float(torch.linalg.vector_norm(part)) / levels
         grid = (sent / unit).double()
         torch.testing.assert_close(grid, grid.round(), atol=1e-4, rtol=0)
-        assert grid.abs().max() <= levels
+        # The sent norm is summed in another order than vector_norm's: equal to float rounding.
+        assert grid.abs().max() <= levels * (1 + 1e-6)
     norms = torch.repeat_interleave(
         torch.stack([torch.linalg.vector_norm(p.double()) for p in _parts(grad)]),
         torch.tensor(SIZES),
