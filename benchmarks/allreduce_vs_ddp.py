@@ -22,13 +22,13 @@ import multiprocessing as mp
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from benchmarks.measure import IMAGENET, block_time
 from benchmarks.report import machine, publish
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.none import NoneCompressor
@@ -44,7 +44,6 @@ from gradsync.schedulers.pipelined.wfbp import WfbpSync
 from gradsync.train.timing import make_clock
 
 DIGITS = Digits().known_spec()
-IMAGENET = DataSpec(task="classification", num_classes=1000, input_shape=(3, 224, 224))
 MODELS: dict[str, tuple[DataSpec, Callable[[DataSpec], nn.Module]]] = {
     "cnn": (DIGITS, lambda spec: CNN(spec=spec, channels=[16, 32], hidden=64)),
     "mlp-wide": (DIGITS, lambda spec: MLP(spec=spec, hidden=[1024, 1024, 1024])),
@@ -92,20 +91,7 @@ def _batches(x: Tensor, y: Tensor, rank: int, world: int, batch: int):
 
 
 def _time_block(step_fn, data, steps: int, device: torch.device) -> float:
-    _finished(device)
-    start = time.perf_counter()
-    for _ in range(steps):
-        step_fn(*next(data))
-    _finished(device)
-    return (time.perf_counter() - start) / steps
-
-
-def _finished(device: torch.device) -> None:
-    """Every worker is here and (CUDA) the work it queued is done, so a block's time counts its
-    steps' work and nothing before them."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    dist.barrier()
+    return block_time(lambda: step_fn(*next(data)), steps, device)
 
 
 def _dense(scheduler, device: torch.device):
@@ -182,7 +168,8 @@ def _worker(rank: int, world: int, store: str, args: argparse.Namespace, out) ->
         sync.close()
         results[name] = {
             "params": sum(p.numel() for p in ours_model.parameters()),
-            "comm_share": comm_time[0] / timed_steps / statistics.mean(times["gradsync"]),
+            # On CUDA the sum of spans is read here, once: a step never waits to time itself.
+            "comm_share": float(comm_time[0]) / timed_steps / statistics.mean(times["gradsync"]),
             **{k: statistics.median(v) for k, v in times.items()},
         }
     if rank == 0:

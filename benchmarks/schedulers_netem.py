@@ -67,15 +67,25 @@ def _modelled(run_dir: Path) -> dict[str, tuple[int, float]]:
 
 
 def table(args: argparse.Namespace, bandwidth: str) -> str:
-    measured: dict[str, tuple[float, float]] = {}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in SCHEMES}
     modelled: dict[str, tuple[int, float]] = {}
     with tempfile.TemporaryDirectory() as root:
-        for name, overrides in SCHEMES.items():
-            folder = re.sub(r"\W+", "_", name)  # Hydra's override grammar has no spaces
-            run_dir = run_job([*overrides, *_common(args, bandwidth)], Path(root) / folder)
-            # OMGS profiles steps 1-5 and plans after step 5: measure after step 10 for all.
-            measured[name] = _measured(run_dir, skip_steps=10)
-            modelled.update(_modelled(run_dir))
+        # Rounds of every scheme in turn: what slows the shared host hits them alike.
+        for round_ in range(args.repeats):
+            for name, overrides in SCHEMES.items():
+                folder = re.sub(r"\W+", "_", f"{name} {round_}")  # Hydra's grammar: no spaces
+                run_dir = run_job([*overrides, *_common(args, bandwidth)], Path(root) / folder)
+                # OMGS profiles steps 1-5 and plans after step 5: measure after step 10 for all.
+                runs[name].append(_measured(run_dir, skip_steps=10))
+                if round_ == 0:
+                    modelled.update(_modelled(run_dir))
+    measured = {
+        name: (
+            statistics.median(seconds for seconds, _ in values),
+            statistics.median(groups for _, groups in values),
+        )
+        for name, values in runs.items()
+    }
     reference = measured["TopK-SGD"][0]
     lines = [
         "| scheme | groups | measured iteration (ms) | speed-up vs TopK-SGD "
@@ -97,13 +107,15 @@ def main() -> None:
     add_netem_job_arguments(parser)
     parser.add_argument("--density", type=float, default=0.01)
     parser.add_argument("--steps", type=int, default=25)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each scheme, in turn")
     add_part_arguments(parser, ["1gbit", "100mbit"])
     args = parser.parse_args()
     what = (
         f"{args.workers} workers under runner=netem, {args.model} on synthetic 3x32x32 images, "
         f"batch {args.batch_size}/worker, top-k density {args.density} (all-gather of values "
-        f"and indices), mean of the log windows after step 10 of {args.steps}; modelled: every "
-        "plan under the cost model that the OMGS (optimal) run fitted to its own profiled steps"
+        f"and indices), mean of the log windows after step 10 of {args.steps}, median of "
+        f"{args.repeats} runs of each scheme taken in turn; modelled: every plan under the cost "
+        "model that the first OMGS (optimal) run fitted to its own profiled steps"
     )
     parts = {
         rate: Part(f"Pipelined sparse schedulers at {rate}", lambda r=rate: table(args, r), what)

@@ -35,8 +35,9 @@ from gradsync.algorithms.deft_plan import assign_local_k, lpt_bins, partition_la
 from gradsync.compressors.cltk import CLTKCompressor
 from gradsync.compressors.deft import DEFTCompressor
 from gradsync.compressors.dgc import DGCCompressor
+from gradsync.compressors.layer_topk import LayerwiseTopK
 from gradsync.compressors.randomk import RandomKCompressor
-from gradsync.compressors.selection import layerwise_topk_indices, range_norms, topk_indices
+from gradsync.compressors.selection import range_norms, topk_indices
 from gradsync.compressors.sparse import density_k
 from gradsync.compressors.threshold import ThresholdCompressor
 from gradsync.compressors.topk import TopKCompressor
@@ -60,11 +61,16 @@ def deft_selection_times(
     planning = median_time(plan, repeats)
     slowest = 0.0
     for layers in bins.bins:
-        own_ranges, own_ks = [ranges[j] for j in layers], [ks[j] for j in layers]
-        slowest = max(
-            slowest,
-            median_time(lambda r=own_ranges, q=own_ks: layerwise_topk_indices(flat, r, q), repeats),
-        )
+        starts = [ranges[j][0] for j in layers]
+        own_lengths, own_ks = [lengths[j] for j in layers], [ks[j] for j in layers]
+
+        def select(
+            s: list[int] = starts, m: list[int] = own_lengths, q: list[int] = own_ks
+        ) -> object:
+            # As a worker does every step: its bin's batched selection, built and run.
+            return LayerwiseTopK(s, m, q, numel=flat.numel(), device=flat.device).indices(flat)
+
+        slowest = max(slowest, median_time(select, repeats))
     return slowest, planning
 
 
