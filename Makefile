@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install run test test-full lint typecheck docs reference format bench reproduce clean
+.PHONY: install run test test-full lint typecheck docs reference format bench bench-gpu reproduce clean
 
 install: $(VENV)/.installed
 
@@ -34,11 +34,17 @@ docs: install
 reference: install
 	$(BIN)/python -m gradsync.config.reference docs
 
+# The unit tests run in this process and are CPU-bound: UNIT_PROCS of them at a time
+# (pytest-xdist). The other tests start and time worker processes of their own: one at a time.
+UNIT_PROCS ?= 2
+PYTEST_SPLIT = $(BIN)/python -m pytest -n $(UNIT_PROCS) tests/unit $(1) && \
+	$(BIN)/python -m pytest --ignore=tests/unit $(1)
+
 test: lint typecheck docs
-	$(BIN)/python -m pytest
+	$(call PYTEST_SPLIT,)
 
 test-full: lint typecheck docs
-	$(BIN)/python -m pytest -m ""
+	$(call PYTEST_SPLIT,-m "")
 
 format: install
 	$(BIN)/ruff format .
@@ -46,8 +52,16 @@ format: install
 
 bench: install
 	$(BIN)/python -m benchmarks.allreduce_vs_ddp --write
+	$(BIN)/python -m benchmarks.step_overhead --write
 	$(BIN)/python -m benchmarks.sparsifiers --write
 	$(BIN)/python -m benchmarks.quantizers --write
+
+# On a machine with a CUDA GPU, in at most 8 minutes: the plain PyTorch limits, schedulers x
+# compressors, the compression kernels and `pytest -m gpu`; writes BENCHMARKS.md's "On one GPU"
+# section. No install step: where there is no .venv (a GPU machine whose python has torch and
+# the other dependencies on PYTHONPATH) it runs with $(PYTHON).
+bench-gpu:
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -m benchmarks.gpu
 
 # Each paper's headline at small scale under runner=netem (root), then the simulator's check
 # against those runs and its projection to 16-512 workers; about an hour on two cores.

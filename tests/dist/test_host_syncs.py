@@ -21,7 +21,7 @@ from gradsync.train.sync_check import HostSyncCheck, declared_host_syncs
 from gradsync.train.timing import make_clock
 from tests.helpers.dist import run_world
 from tests.helpers.gpu import needs_gpus
-from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
+from tests.helpers.training import train_synced
 
 pytestmark = pytest.mark.dist
 
@@ -58,21 +58,9 @@ def _passed_points(rank: int, world_size: int, jobs: dict, device_type: str) -> 
     steps = WARM_UP + CHECKED
     passed = {}
     for name, cfg in jobs.items():
-        model = tiny_model().to(device)
-        data = tuple(t.to(device) for t in tiny_data(steps, world_size))
-        optimizer = sgd(model)
         sync = build_sync(cfg, collective=TorchCollective(), clock=make_clock(device))
-        sync.attach(model, optimizer)
         check = HostSyncCheck(declared=declared_host_syncs(cfg), device=device, from_step=WARM_UP)
-        for step in range(steps):
-            with check.step(step):
-                sync.begin(step=step)
-                loss = local_loss(model, data, step, rank, world_size)
-                loss.backward()
-                sync.step(step=step, loss=loss.detach())
-                optimizer.zero_grad(set_to_none=True)
-        sync.flush()
-        sync.close()
+        train_synced(sync, rank, world_size, steps, device, around_step=check.step)
         passed[name] = check.passed
     return passed
 

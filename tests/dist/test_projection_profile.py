@@ -12,6 +12,8 @@ import torch
 from gradsync.config.compose import compose_jobs
 from gradsync.projection.profile import MeasurementError, probe_links, profile_job
 
+pytestmark = pytest.mark.dist
+
 
 @pytest.fixture(scope="module")
 def mlp_job():

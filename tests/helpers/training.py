@@ -3,6 +3,9 @@ compare schedulers' parameters to a reference."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+
 import torch
 from torch import Tensor, nn
 
@@ -46,20 +49,27 @@ def on_device(data: tuple[Tensor, Tensor], device: torch.device) -> tuple[Tensor
 
 
 def train_synced(
-    sync: SyncModel, rank: int, world_size: int, steps: int, device: torch.device
+    sync: SyncModel,
+    rank: int,
+    world_size: int,
+    steps: int,
+    device: torch.device,
+    around_step: Callable[[int], AbstractContextManager[object]] = lambda _: nullcontext(),
 ) -> list[Tensor]:
     """The tiny model trained ``steps`` steps on ``device`` with ``sync`` exchanging and
-    updating, as the training loop drives it; its parameters, on the CPU."""
+    updating, as the training loop drives it, each step inside ``around_step(step)``; its
+    parameters, on the CPU."""
     model = tiny_model().to(device)
     data = on_device(tiny_data(steps, world_size), device)
     optimizer = sgd(model)
     sync.attach(model, optimizer)
     for step in range(steps):
-        sync.begin(step=step)
-        loss = local_loss(model, data, step, rank, world_size)
-        loss.backward()
-        sync.step(step=step, loss=loss.detach())
-        optimizer.zero_grad(set_to_none=True)
+        with around_step(step):
+            sync.begin(step=step)
+            loss = local_loss(model, data, step, rank, world_size)
+            loss.backward()
+            sync.step(step=step, loss=loss.detach())
+            optimizer.zero_grad(set_to_none=True)
     sync.flush()
     sync.close()
     return [p.detach().cpu() for p in model.parameters()]
