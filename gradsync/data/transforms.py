@@ -5,26 +5,7 @@ from __future__ import annotations
 
 from torchvision import transforms as T
 
-from gradsync.data.stats import (
-    CIFAR10_STATS,
-    CIFAR100_STATS,
-    FASHION_MNIST_STATS,
-    IMAGENET_STATS,
-    MNIST_STATS,
-    Stats,
-)
-
-__all__ = [
-    "CIFAR10_STATS",
-    "CIFAR100_STATS",
-    "FASHION_MNIST_STATS",
-    "IMAGENET_STATS",
-    "MNIST_STATS",
-    "Stats",
-    "imagenet_eval",
-    "imagenet_train",
-    "to_normalized_tensor",
-]
+from gradsync.data.stats import IMAGENET_STATS, Stats
 
 
 def to_normalized_tensor(stats: Stats) -> T.Compose:

@@ -21,6 +21,12 @@ from gradsync.data.cifar import Cifar10
 from gradsync.data.memory import InMemorySplit
 from gradsync.data.sharding import ShardedBatchSampler, eval_shard
 from gradsync.data.spec import DataSplits
+from gradsync.data.stats import (
+    CIFAR10_STATS,
+    FASHION_MNIST_STATS,
+    MNIST_STATS,
+    Stats,
+)
 from tests.helpers.datagen.images import write_cifar10, write_mnist
 from tests.helpers.datagen.movielens import write_movielens
 from tests.helpers.datagen.text import GENERATORS as TEXT_GENERATORS
@@ -33,7 +39,7 @@ WORKERS, BATCH, EVAL_BATCH, SEED = 2, 3, 4, 5
 References = Callable[[Path, DataSplits], tuple[Dataset[Any], Dataset[Any]]]
 
 
-def _torchvision(kind: Any, stats: transforms.Stats) -> References:
+def _torchvision(kind: Any, stats: Stats) -> References:
     def splits(root: Path, _: DataSplits) -> tuple[Dataset[Any], Dataset[Any]]:
         transform = transforms.to_normalized_tensor(stats)
         return tuple(  # type: ignore[return-value]
@@ -54,11 +60,11 @@ def _windows(_: Path, data: DataSplits) -> tuple[Dataset[Any], Dataset[Any]]:
 
 
 CASES: dict[str, tuple[Callable[[Path], list[str]] | None, References]] = {
-    "cifar10": (write_cifar10, _torchvision(Cifar10.unchecked, transforms.CIFAR10_STATS)),
-    "mnist": (write_mnist, _torchvision(MNIST, transforms.MNIST_STATS)),
+    "cifar10": (write_cifar10, _torchvision(Cifar10.unchecked, CIFAR10_STATS)),
+    "mnist": (write_mnist, _torchvision(MNIST, MNIST_STATS)),
     "fashion_mnist": (
         lambda root: write_mnist(root, "FashionMNIST"),
-        _torchvision(FashionMNIST, transforms.FASHION_MNIST_STATS),
+        _torchvision(FashionMNIST, FASHION_MNIST_STATS),
     ),
     "digits": (None, _rows),
     "wikitext2": (TEXT_GENERATORS["wikitext2"], _windows),

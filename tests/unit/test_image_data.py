@@ -13,8 +13,14 @@ import torch
 
 from gradsync.config.compose import ConfigError, compose_jobs
 from gradsync.config.instantiate import build
-from gradsync.data import transforms
 from gradsync.data.spec import DataSplits
+from gradsync.data.stats import (
+    CIFAR10_STATS,
+    CIFAR100_STATS,
+    FASHION_MNIST_STATS,
+    MNIST_STATS,
+    Stats,
+)
 from gradsync.data.synthetic import Synthetic
 from tests.helpers.datagen.images import (
     IMAGENET_CLASSES,
@@ -31,7 +37,7 @@ def load(option: str, *overrides: str) -> DataSplits:
     return build(cfg.dataset, path="dataset").load()
 
 
-def normalized(pixels: np.ndarray, stats: transforms.Stats) -> torch.Tensor:
+def normalized(pixels: np.ndarray, stats: Stats) -> torch.Tensor:
     """C×H×W uint8 -> what ToTensor + Normalize must give."""
     mean, std = (torch.tensor(s).view(-1, 1, 1) for s in stats)
     return (torch.tensor(pixels).float() / 255 - mean) / std
@@ -59,7 +65,7 @@ def test_cifar10_loads_pixels_labels_and_normalizes(tmp_path):
         x, y = dataset[index]
         assert x.dtype == torch.float32 and x.shape == (3, 32, 32)
         assert y == batch["labels"][row]
-        expected = normalized(batch["data"][row].reshape(3, 32, 32), transforms.CIFAR10_STATS)
+        expected = normalized(batch["data"][row].reshape(3, 32, 32), CIFAR10_STATS)
         torch.testing.assert_close(x, expected)
 
 
@@ -71,7 +77,7 @@ def test_cifar100_uses_fine_labels(tmp_path):
     x, _ = splits.test[0]
     expected = normalized(
         unpickle(tmp_path / "cifar-100-python" / "test")["data"][0].reshape(3, 32, 32),
-        transforms.CIFAR100_STATS,
+        CIFAR100_STATS,
     )
     torch.testing.assert_close(x, expected)  # the test split is never augmented
 
@@ -99,8 +105,8 @@ def test_cifar_verify_rejects_files_that_fail_the_checksum(option, write, tmp_pa
 @pytest.mark.parametrize(
     ("option", "folder", "stats"),
     [
-        ("mnist", "MNIST", transforms.MNIST_STATS),
-        ("fashion_mnist", "FashionMNIST", transforms.FASHION_MNIST_STATS),
+        ("mnist", "MNIST", MNIST_STATS),
+        ("fashion_mnist", "FashionMNIST", FASHION_MNIST_STATS),
     ],
 )
 def test_mnist_family_reads_idx_files(option, folder, stats, tmp_path):
