@@ -84,6 +84,13 @@ def _nbytes(tensor: Tensor) -> int:
     return tensor.numel() * tensor.element_size()
 
 
+def _deliver(received: Tensor, tensor: Tensor) -> None:
+    """A staged receive into its GPU tensor, queued on the current stream (the pinned buffer is
+    kept until the copy is done); nothing when it was received in place."""
+    if received is not tensor:
+        tensor.copy_(received, non_blocking=True)
+
+
 def second_link_interface() -> str | None:
     """The interface of this worker's second link, when the runner gave it one
     (``runner.second_bandwidth`` under ``runner=netem``), else None."""
@@ -128,6 +135,8 @@ class TorchCollective:
         world = dist.group.WORLD
         assert world is not None, "the default process group is made before any collective"
         self._process_group: dist.ProcessGroup = group if group is not None else world
+        self._host_point_to_point = dist.get_backend(group) == "gloo"
+        """gloo sends from host memory only: GPU tensors go through pinned host buffers."""
 
     def barrier(self) -> None:
         dist.barrier(group=self.group)
@@ -242,7 +251,7 @@ class TorchCollective:
         """Send every tensor of the payload to rank ``dst``, in order, waiting for each."""
         for tensor in payload:
             self._count_sent(tensor)
-            dist.send(tensor, group=self.group, group_dst=dst, tag=tag)
+            dist.send(self._sendable(tensor), group=self.group, group_dst=dst, tag=tag)
 
     def start_send(self, payload: Payload, *, dst: int, tag: int = 0) -> Callable[[], None]:
         """``send`` without waiting (the process group's own threads do the work); call the
@@ -250,15 +259,18 @@ class TorchCollective:
         works = []
         for tensor in payload:
             self._count_sent(tensor)
-            works.append(dist.isend(tensor, group=self.group, group_dst=dst, tag=tag))
+            staged = self._sendable(tensor)
+            works.append(dist.isend(staged, group=self.group, group_dst=dst, tag=tag))
         return lambda: wait_all(works)
 
     def recv(self, payload: Payload, *, src: int | None = None, tag: int = 0) -> int:
         """Fill the payload's tensors, in order, from rank ``src`` (None: from whichever rank
         sends first; the later tensors from that one); the sender's rank."""
         for tensor in payload:
-            work = member_work(dist.irecv(tensor, group=self.group, group_src=src, tag=tag))
+            buffer = self._receivable(tensor)
+            work = member_work(dist.irecv(buffer, group=self.group, group_src=src, tag=tag))
             work.wait()
+            _deliver(buffer, tensor)
             if src is None:
                 src = work._source_rank()
         assert src is not None, "an empty payload has no sender"
@@ -267,13 +279,31 @@ class TorchCollective:
     def start_recv(self, payload: Payload, *, src: int, tag: int = 0) -> Callable[[], Payload]:
         """``recv`` from ``src`` without waiting; the returned function waits and gives the
         filled payload. Receiving counts no bytes: the sender counts them."""
-        works = [dist.irecv(t, group=self.group, group_src=src, tag=tag) for t in payload]
+        buffers = [self._receivable(tensor) for tensor in payload]
+        works = [dist.irecv(b, group=self.group, group_src=src, tag=tag) for b in buffers]
 
         def finish() -> Payload:
             wait_all(works)
+            for buffer, tensor in zip(buffers, payload, strict=True):
+                _deliver(buffer, tensor)
             return payload
 
         return finish
+
+    def _sendable(self, tensor: Tensor) -> Tensor:
+        """What the group's backend sends ``tensor`` from: a GPU tensor copied to pinned host
+        memory for gloo (the copy waits for the current stream), else the tensor itself."""
+        if not (self._host_point_to_point and tensor.is_cuda):
+            return tensor
+        staged = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+        return staged.copy_(tensor)
+
+    def _receivable(self, tensor: Tensor) -> Tensor:
+        """Where the group's backend writes what arrives for ``tensor``: pinned host memory for
+        a GPU tensor under gloo, else the tensor itself."""
+        if not (self._host_point_to_point and tensor.is_cuda):
+            return tensor
+        return torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
 
     def _count_sent(self, tensor: Tensor) -> None:
         """One copy of the tensor goes on the wire, to one peer."""

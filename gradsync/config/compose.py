@@ -29,7 +29,9 @@ from gradsync.config.schema import (
     register_schemas,
 )
 from gradsync.config.schemas.core import CompressorConfig, FeedbackConfig, RunnerConfig
-from gradsync.dist.devices import gpu_shortage
+from gradsync.dist.backends import BackendRefused, choose_backends
+from gradsync.dist.capacity import FORCE, capacity_problem, gpu_sharing_problem
+from gradsync.dist.devices import missing_gpu, workers_per_gpu
 from gradsync.schedulers.registry import (
     allreducible_problem,
     spec_of,
@@ -188,10 +190,10 @@ def _compose(overrides: list[str], *, multirun: bool) -> DictConfig:
 
 def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool = True) -> None:
     """Range checks of the schemas, then checks against this machine, then whether the runner
-    can start the job here. ``launcher_here=False`` leaves out the last (root for netem, sbatch
-    for slurm, torchrun's environment, room for the processes), for configs meant for
-    elsewhere; ``machine=False`` also the device, the dataset's files and the checkpoint to
-    resume, for a command that only shows the config."""
+    can start the job here. ``launcher_here=False`` leaves out the last (GPUs for the workers
+    it starts, root for netem, sbatch for slurm, torchrun's environment, room for the
+    processes), for configs meant for elsewhere; ``machine=False`` also the dataset's files and
+    the checkpoint to resume, for a command that only shows the config."""
     _check_known_keys(cfg, "")
     try:
         typed = OmegaConf.to_object(cfg)  # builds the schema dataclasses: runs __post_init__
@@ -204,12 +206,13 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
     _check_compressor_fits_job(cfg, typed)
     _check_scheduler_fits_compressor(cfg, typed)
     _check_scheduler_capabilities(cfg, typed)
+    _check_backend(typed)
     if not machine:
         return
-    _check_device(typed)
     _check_resume(typed)
     _check_dataset(typed)
     if launcher_here:
+        _check_device(cfg, typed)
         _check_runner(typed)
         _check_host_capacity(cfg, typed)  # last: it may size the model, which must fit its data
 
@@ -292,7 +295,6 @@ def _check_runner(cfg: TrainConfig) -> None:
 def _check_host_capacity(cfg: DictConfig, typed: TrainConfig) -> None:
     if not typed.runner.starts_processes_here:
         return
-    from gradsync.dist.capacity import FORCE, capacity_problem
 
     problem = capacity_problem(cfg, typed.runner.workers)
     if problem is not None:
@@ -352,19 +354,50 @@ def _check_scheduler_fits_compressor(cfg: DictConfig, typed: TrainConfig) -> Non
         raise ConfigError(problem)
 
 
-def _check_device(cfg: TrainConfig) -> None:
-    """GPUs for the workers this host starts; none asked of a host that submits the job to
-    run elsewhere (the workers check their own node when they start)."""
-    if cfg.trainer.device is not Device.cuda:
-        return
+def _backend_problem(cfg: TrainConfig, *, shares_gpus: bool) -> str | None:
+    """Why the job's ``trainer.backend`` cannot carry it (``choose_backends``'s refusal)."""
+    try:
+        choose_backends(
+            device=cfg.trainer.device.value,
+            parameter_server=False,  # servers change the default group, never a refusal
+            requested=cfg.trainer.backend.value,
+            shares_gpus=shares_gpus,
+            shaped_links=type(cfg.runner).shapes_links,
+        )
+    except BackendRefused as exc:
+        return str(exc)
+    return None
+
+
+def _check_backend(cfg: TrainConfig) -> None:
+    """NCCL only where the job's device and runner let it work (where workers share a GPU is
+    known only where they start: ``_check_device``)."""
+    problem = _backend_problem(cfg, shares_gpus=False)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+def _check_device(job: DictConfig, cfg: TrainConfig) -> None:
+    """GPUs for the workers this host starts, NCCL only if none is shared, and room in a GPU's
+    memory for the workers that share it. Asked only where the workers start here: a host that
+    submits the job to run elsewhere (a login node) is not held to it, and the workers check
+    their own node when they start."""
     workers_here = cfg.runner.workers_starting_here(cfg.trainer.workers)
-    if workers_here is None:
+    if cfg.trainer.device is not Device.cuda or workers_here is None:
         return
     import torch  # only when CUDA is asked for
 
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     # Workers this host starts share what this process sees, also inside a Slurm allocation.
-    problem = gpu_shortage(gpus=visible, workers_here=workers_here, where="this machine")
+    problem = missing_gpu(gpus=visible, workers_here=workers_here, where="this machine")
+    per_gpu = workers_per_gpu(gpus=visible, workers_here=workers_here)
+    if problem is None and per_gpu > 1:
+        problem = _backend_problem(cfg, shares_gpus=True)
+    if problem is None and per_gpu > 1:
+        memory = min(torch.cuda.get_device_properties(i).total_memory for i in range(visible))
+        problem = gpu_sharing_problem(
+            job, workers_per_gpu=per_gpu, gpu_bytes=memory, where="this machine"
+        )
     if problem is not None:
         raise ConfigError(problem)
 

@@ -31,6 +31,12 @@ class Device(Enum):
     cuda = "cuda"
 
 
+class Backend(Enum):
+    auto = "auto"
+    nccl = "nccl"
+    gloo = "gloo"
+
+
 class OptimizerName(Enum):
     sgd = "sgd"
     adam = "adam"
@@ -84,7 +90,12 @@ class TrainerConfig:
     workers: int = 2
     """Worker processes (data-parallel ranks)."""
     device: Device = Device.cpu
-    """cpu, or cuda: one GPU per worker, collectives over NCCL (gloo on cpu)."""
+    """cpu, or cuda: the workers of a node placed round robin over its visible GPUs (more
+    workers than GPUs share them)."""
+    backend: Backend = Backend.auto
+    """The workers' collectives: auto (NCCL when every worker has a GPU of its own; gloo on
+    the CPU, when workers share a GPU, and when the runner shapes the links, as runner=netem
+    does), nccl or gloo (on GPUs too: it stages GPU tensors through host memory)."""
     precision: Precision = Precision.fp32
     """fp32; bf16 or fp16: the forward pass and loss under ``torch.autocast``; fp16 also scales
     the loss (``torch.amp.GradScaler``), skipping a step whose gradients overflow on any

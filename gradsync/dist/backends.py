@@ -1,27 +1,44 @@
 """Which torch.distributed backend each process group of a job uses, decided once here.
 
-* On the CPU every group is gloo.
-* On GPUs without parameter servers every rank is a GPU worker: NCCL throughout.
-* On GPUs with parameter servers the default group holds the servers too. Servers keep their
-  model on the host and take any-source receives, which only gloo offers, so the default group
-  (and the background group made beside it) is gloo and carries host tensors; the workers' own
-  group (metrics, evaluation, checkpoints, compressors that talk) is NCCL among their GPUs.
+The workers' collectives (``trainer.backend``):
+* ``auto``: NCCL when every worker has a GPU of its own; gloo on the CPU, when workers share a
+  GPU (NCCL refuses two ranks on one device) and when the runner shapes the links
+  (``runner=netem``: NCCL would go around the shaped interfaces, over shared memory or its own
+  sockets).
+* ``nccl`` where it can work, ``gloo`` anywhere. gloo takes GPU tensors for the collectives the
+  exchange engine uses (all-reduce, all-gather, broadcast), copying them through pinned host
+  memory on streams of its own; point-to-point it reads and writes its buffers as host memory,
+  so ``TorchCollective`` stages GPU tensors through pinned host buffers itself.
 
-Whether a job runs servers is its scheduler's registry entry (``parameter_server``).
+The default group holds parameter servers too, when the job runs them. Servers keep their model
+on the host and take any-source receives, which only gloo offers, so a job with servers has a
+gloo default group (and background group) carrying host tensors, whatever the workers use among
+themselves for metrics, evaluation, checkpoints and compressors that talk.
+
+Whether a job runs servers is its scheduler's registry entry (``parameter_server``); whether the
+runner shapes links is its schema's ``shapes_links``; whether workers share a GPU is known where
+they start, and agreed by every rank before the groups exist (``gradsync/dist/agreement.py``,
+``gradsync.train.worker.init_process_group``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import torch
 from omegaconf import DictConfig
 
+from gradsync.config.schema import runner_schema
 from gradsync.schedulers.registry import runs_servers
 
-GLOO, NCCL = "gloo", "nccl"
+GLOO, NCCL, AUTO = "gloo", "nccl", "auto"
 HOST = torch.device("cpu")
+
+
+class BackendRefused(ValueError):
+    """``trainer.backend=nccl`` where NCCL cannot work (the one-line reason)."""
 
 
 @dataclass(frozen=True)
@@ -32,21 +49,61 @@ class Backends:
     """The workers' own group (the default group itself when the job has no servers)."""
 
 
-def choose_backends(*, device: str, parameter_server: bool) -> Backends:
-    """The backends of a job on ``device`` (``trainer.device``), with or without servers."""
-    if device == "cpu":
-        return Backends(world=GLOO, workers=GLOO)
-    if device == "cuda":
-        return Backends(world=GLOO if parameter_server else NCCL, workers=NCCL)
-    raise ValueError(f"no process-group backend for trainer.device={device}; use cpu or cuda")
+def nccl_problem(*, device: str, shares_gpus: bool, shaped_links: bool) -> str | None:
+    """Why NCCL cannot carry this job's collectives (one line that says what to set), or None."""
+    if device != "cuda":
+        return (
+            f"trainer.backend=nccl needs GPUs, and trainer.device={device}: use "
+            "trainer.backend=gloo (or auto), or trainer.device=cuda"
+        )
+    if shares_gpus:
+        return (
+            "trainer.backend=nccl cannot run two workers on one GPU (NCCL refuses duplicate "
+            "GPUs): use trainer.backend=gloo (or auto), or give every worker a GPU"
+        )
+    if shaped_links:
+        return (
+            "trainer.backend=nccl would bypass the links the runner shapes (NCCL talks over "
+            "shared memory and its own sockets): use trainer.backend=gloo (or auto)"
+        )
+    return None
 
 
-def job_backends(cfg: DictConfig) -> Backends:
-    """The same answer on every rank: servers included, whatever device they compute on."""
-    device = cfg.trainer.device  # a Device in a typed config, its name once read from YAML
+def choose_backends(
+    *,
+    device: str,
+    parameter_server: bool,
+    requested: str = AUTO,
+    shares_gpus: bool = False,
+    shaped_links: bool = False,
+) -> Backends:
+    """The backends of a job on ``device`` (``trainer.device``) asking for ``requested``
+    (``trainer.backend``); ``BackendRefused`` where NCCL is asked for and cannot work."""
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"no process-group backend for trainer.device={device}; use cpu or cuda")
+    if requested not in (AUTO, NCCL, GLOO):
+        raise ValueError(f"unknown trainer.backend={requested}; use auto, nccl or gloo")
+    problem = nccl_problem(device=device, shares_gpus=shares_gpus, shaped_links=shaped_links)
+    if requested == NCCL and problem is not None:
+        raise BackendRefused(problem)
+    workers = requested if requested != AUTO else (NCCL if problem is None else GLOO)
+    return Backends(world=GLOO if parameter_server else workers, workers=workers)
+
+
+def _name(value: Any) -> str:
+    """An option's name, from a typed config (an Enum) or from the YAML a worker loads."""
+    return value.value if isinstance(value, Enum) else str(value)
+
+
+def job_backends(cfg: DictConfig, *, shares_gpus: bool = False) -> Backends:
+    """The same answer on every rank (``shares_gpus``: whether any node of the job has more
+    workers than GPUs, agreed by every rank), servers included, whatever device they use."""
     return choose_backends(
-        device=device.value if isinstance(device, Enum) else str(device),
+        device=_name(cfg.trainer.device),
         parameter_server=runs_servers(cfg.scheduler),
+        requested=_name(cfg.trainer.get("backend", AUTO)),
+        shares_gpus=shares_gpus,
+        shaped_links=runner_schema(cfg).shapes_links,
     )
 
 
@@ -57,6 +114,7 @@ def bound_device(backend: str, device: torch.device) -> torch.device | None:
 
 
 def tensors_on(backend: str, device: torch.device) -> torch.device:
-    """Where the tensors of a group of ``backend`` must be: the GPU for NCCL, the host for
-    gloo (which sends from host memory)."""
+    """Where the tensors of a group of ``backend`` go for collectives outside the exchange
+    engine (the model's first broadcast, the link probe): the GPU for NCCL, the host for gloo,
+    which would stage them there anyway."""
     return device if backend == NCCL else HOST

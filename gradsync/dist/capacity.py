@@ -10,10 +10,14 @@ Two limits, each a one-line reason when passed:
   on the meta device (shapes only, nothing allocated) and one forward pass of a batch of
   ``trainer.batch_size`` through it.
 
+A GPU's memory is checked the same way where workers share it (``gpu_memory_problem``):
+``CUDA_CONTEXT_BYTES`` per worker plus the same model state and activations, times the workers
+one GPU holds, against the GPU's memory.
+
 Sizing the model means importing torch and the model's code (5-8 s on a small, busy host), so
-it is done only for jobs with more processes than cores, where memory per process decides
-whether the host holds them (below that only the base is counted, which needs nothing
-imported), and each size is kept in a small cache (``footprints.json`` in the user's cache
+on the host it is done only for jobs with more processes than cores, where memory per process
+decides whether the host holds them (below that only the base is counted, which needs nothing
+imported), and each size is kept in a small cache (``model_sizes.json`` in the user's cache
 directory), so the jobs of a sweep, and later runs of the same model, batch and versions, do
 not pay for it again. (A model edited in place under the same version keeps its old size
 until that file is removed.)
@@ -43,6 +47,9 @@ MODEL_STATE_COPIES = 5
 state, an error-feedback residual, flat copies for the exchange (measured peaks: GPT-2 with a
 10k vocabulary at batch 32 x 128, 6.2 GB for 357 MB of parameters and 4.2 GB of saved
 activations; ResNet-18 on CIFAR at batch 32, 0.7 GB)."""
+CUDA_CONTEXT_BYTES = 1 * 2**30
+"""A GPU worker's own device memory besides its model: the CUDA context, cuBLAS and cuDNN
+workspaces and the caching allocator's slack (a context alone is 0.5 GB on recent GPUs)."""
 FORCE = "trainer.allow_oversubscribe=true"
 """The override that skips these checks."""
 
@@ -114,23 +121,52 @@ def memory_problem(processes: int, process_bytes: int, host: Host) -> str | None
     )
 
 
+@dataclass(frozen=True)
+class ModelSize:
+    """What a worker's memory grows with, beside its fixed cost."""
+
+    parameter_bytes: int
+    activation_bytes: int
+    """What one training batch of ``trainer.batch_size`` saves for backward."""
+
+    def state_bytes(self) -> int:
+        return MODEL_STATE_COPIES * self.parameter_bytes + self.activation_bytes
+
+
 def process_bytes(cfg: DictConfig) -> int:
-    """A worker's estimated memory (``model_footprint``), from the cache when it was sized
-    before."""
-    key = _footprint_key(cfg)
+    """A worker's estimated host memory: the base, plus its model's state and activations."""
+    size = model_size(cfg)
+    return PROCESS_BASE_BYTES + (size.state_bytes() if size is not None else 0)
+
+
+def gpu_worker_bytes(cfg: DictConfig) -> int:
+    """A GPU worker's estimated device memory: its CUDA context and workspaces, plus its
+    model's state and one batch's activations (``CUDA_CONTEXT_BYTES``; a dataset held on the
+    device is not counted)."""
+    size = model_size(cfg)
+    return CUDA_CONTEXT_BYTES + (size.state_bytes() if size is not None else 0)
+
+
+def model_size(cfg: DictConfig) -> ModelSize | None:
+    """The model's size (``measure_model``), from the cache when it was sized before; None when
+    its shapes are not known before the dataset is read."""
+    key = _size_key(cfg)
     cache = _cache_file()
     known = _read_cache(cache)
     if key not in known:
         try:
-            known[key] = model_footprint(cfg)
+            size = measure_model(cfg)
         except Exception:  # a model that fails on its shapes: its worker will say why
-            return PROCESS_BASE_BYTES
+            return None
+        if size is None:
+            return None
+        known[key] = size
         _write_cache(cache, known)
     return known[key]
 
 
-def _footprint_key(cfg: DictConfig) -> str:
-    """What a footprint depends on: the model and dataset settings, the batch, the versions."""
+def _size_key(cfg: DictConfig) -> str:
+    """What a model's size depends on: the model and dataset settings, the batch, the versions."""
     parts = [
         OmegaConf.to_yaml(cfg.model, resolve=True),
         OmegaConf.to_yaml(cfg.dataset, resolve=True),
@@ -142,32 +178,37 @@ def _footprint_key(cfg: DictConfig) -> str:
 
 def _cache_file() -> Path:
     root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / "gradsync" / "footprints.json"
+    return Path(root) / "gradsync" / "model_sizes.json"
 
 
-def _read_cache(path: Path) -> dict[str, int]:
+def _read_cache(path: Path) -> dict[str, ModelSize]:
     try:
         known = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}  # none yet, or damaged: sized again
     if not isinstance(known, dict):
         return {}
-    return {key: value for key, value in known.items() if isinstance(value, int)}
+    return {
+        key: ModelSize(*value)
+        for key, value in known.items()
+        if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value)
+    }
 
 
-def _write_cache(path: Path, known: dict[str, int]) -> None:
+def _write_cache(path: Path, known: dict[str, ModelSize]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}")
-        partial.write_text(json.dumps(known), encoding="utf-8")
+        entries = {key: [s.parameter_bytes, s.activation_bytes] for key, s in known.items()}
+        partial.write_text(json.dumps(entries), encoding="utf-8")
         os.replace(partial, path)  # a concurrent writer's entries may be lost: sized again
     except OSError:
         pass  # a read-only home: size it again next time
 
 
-def model_footprint(cfg: DictConfig) -> int:
-    """A worker's estimated memory: the base, plus the model's state and one batch's saved
-    activations when the dataset's shapes are known before it is read (the base otherwise)."""
+def measure_model(cfg: DictConfig) -> ModelSize | None:
+    """The model's parameter bytes and one batch's saved activations, when the dataset's shapes
+    are known before it is read (None otherwise)."""
     import torch
 
     from gradsync.config.instantiate import build
@@ -177,7 +218,7 @@ def model_footprint(cfg: DictConfig) -> int:
     dataset = build(cfg.dataset, path="dataset")
     spec = dataset.known_spec() if hasattr(dataset, "known_spec") else None
     if spec is None:
-        return PROCESS_BASE_BYTES
+        return None
     saved: list[int] = []
 
     def keep_size(tensor: torch.Tensor) -> torch.Tensor:
@@ -190,7 +231,39 @@ def model_footprint(cfg: DictConfig) -> int:
         with torch.autograd.graph.saved_tensors_hooks(keep_size, lambda tensor: tensor):
             task.loss(model, task.example_batch(int(cfg.trainer.batch_size)))
     parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return PROCESS_BASE_BYTES + MODEL_STATE_COPIES * parameter_bytes + sum(saved)
+    return ModelSize(parameter_bytes=parameter_bytes, activation_bytes=sum(saved))
+
+
+def gpu_memory_problem(
+    *, worker_bytes: int, workers_per_gpu: int, gpu_bytes: int, where: str
+) -> str | None:
+    """Why ``workers_per_gpu`` workers of ``worker_bytes`` each do not fit in one GPU of
+    ``gpu_bytes`` (one line), or None."""
+    if workers_per_gpu * worker_bytes <= gpu_bytes:
+        return None
+    who = f"{workers_per_gpu} workers" if workers_per_gpu > 1 else "a worker"
+    return (
+        f"{who} on one GPU of {where} need about "
+        f"{workers_per_gpu * worker_bytes / 2**30:.1f} GiB ({worker_bytes / 2**30:.1f} GiB each: "
+        f"model, optimizer state, activations at trainer.batch_size), more than its "
+        f"{gpu_bytes / 2**30:.1f} GiB; lower trainer.batch_size or the workers per GPU, or "
+        f"set {FORCE}"
+    )
+
+
+def gpu_sharing_problem(
+    cfg: DictConfig, *, workers_per_gpu: int, gpu_bytes: int, where: str
+) -> str | None:
+    """Why the GPUs of ``where`` (``gpu_bytes`` each) cannot hold ``workers_per_gpu`` workers of
+    the job ``cfg`` each (None: they can, one worker per GPU is not sized, or ``FORCE``)."""
+    if workers_per_gpu < 2 or cfg.trainer.allow_oversubscribe:
+        return None
+    return gpu_memory_problem(
+        worker_bytes=gpu_worker_bytes(cfg),
+        workers_per_gpu=workers_per_gpu,
+        gpu_bytes=gpu_bytes,
+        where=where,
+    )
 
 
 def capacity_problem(cfg: DictConfig, processes: int, host: Host | None = None) -> str | None:

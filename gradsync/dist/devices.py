@@ -1,4 +1,4 @@
-"""Which GPU a worker takes, and whether its node has one for every worker placed there.
+"""Which GPU a worker takes, and how many workers share one on its node.
 
 Asked where the workers start, per node: by the worker itself (every launcher), and before
 anything starts by the config checks of runners whose workers start on the launching host
@@ -31,26 +31,36 @@ def workers_on_node(*, rank: int, local_rank: int, local_world_size: int, worker
     return max(0, min(workers, first + local_world_size) - first)
 
 
-def gpu_shortage(*, gpus: int, workers_here: int, where: str) -> str | None:
-    """Why ``workers_here`` workers cannot each have a GPU of ``where`` (one line), or None."""
-    if workers_here == 0:
+def missing_gpu(*, gpus: int, workers_here: int, where: str) -> str | None:
+    """Why the ``workers_here`` workers of ``where`` have no GPU to run on (one line), or None.
+    More workers than GPUs is no shortage: they share them (``workers_per_gpu``)."""
+    if workers_here == 0 or gpus > 0:
         return None
-    if gpus == 0:
-        return (
-            f"trainer.device=cuda but {where} has no usable CUDA device; use trainer.device=cpu, "
-            "or run on GPU nodes"
-        )
-    if workers_here > gpus:
-        return (
-            f"{where} has {gpus} GPU(s) for {workers_here} workers (one GPU each); lower "
-            "trainer.workers, or spread them over more nodes (runner.nodes, torchrun --nnodes)"
-        )
-    return None
+    return (
+        f"trainer.device=cuda but {where} has no usable CUDA device; use trainer.device=cpu, "
+        "or run on GPU nodes"
+    )
+
+
+def workers_per_gpu(*, gpus: int, workers_here: int) -> int:
+    """The most workers one GPU of the node holds when its workers are placed round robin over
+    its ``gpus`` (``local_device``)."""
+    return -(-workers_here // max(gpus, 1))
+
+
+def sharing_line(*, gpus: int, workers_here: int, where: str, backend: str) -> str:
+    """What a job whose workers share GPUs says once when it starts."""
+    most = workers_per_gpu(gpus=gpus, workers_here=workers_here)
+    return (
+        f"{where}: {workers_here} workers share {gpus} GPU(s), placed round robin (up to "
+        f"{most} on one GPU); the workers' collectives go over {backend}"
+    )
 
 
 def local_device(local_rank: int, visible: int) -> int:
-    """The CUDA device index of the worker with ``local_rank`` among ``visible`` devices: its
-    local rank on a node whose GPUs every task sees, 0 where each task sees only its own."""
+    """The CUDA device index of the worker with ``local_rank`` among ``visible`` devices: round
+    robin over a node's GPUs that every task sees (several workers per GPU when the node has
+    more workers than GPUs), 0 where each task sees only its own."""
     if visible < 1:
         raise ValueError("no visible CUDA device")
     return local_rank % visible

@@ -4,9 +4,10 @@ says so.
 From the given step on, each training step (loading its batch included) runs under the check.
 On a GPU, torch.cuda's sync debug mode is set to "error", so any host synchronization raises,
 except inside the points the scheduler and compressor declare (``gradsync/comm/host_sync.py``
-lets those through). On every device, the declared points the step passed are compared with
-what the job's scheduler and compressor declare: a point nobody declared fails the job, naming
-it. Logging, evaluation and checkpoints, which read values on the host by design, run outside.
+lets those through); not under gloo, whose own threads wait for the GPU tensors they copy.
+On every device, the declared points the step passed are compared with what the job's
+scheduler and compressor declare: a point nobody declared fails the job, naming it. Logging,
+evaluation and checkpoints, which read values on the host by design, run outside.
 """
 
 from __future__ import annotations
@@ -31,11 +32,19 @@ class UndeclaredHostSync(RuntimeError):
 
 class HostSyncCheck:
     def __init__(
-        self, *, declared: Mapping[str, str], device: torch.device, from_step: int | None
+        self,
+        *,
+        declared: Mapping[str, str],
+        device: torch.device,
+        from_step: int | None,
+        backend_waits: bool = False,
     ) -> None:
         self.declared = dict(declared)
         """Point name -> why the method needs it."""
-        self.cuda = device.type == "cuda"
+        # Sync debug mode is process-wide: a backend that waits for the device on threads of
+        # its own (gloo with GPU tensors) would fail there. Only the declared points are then
+        # checked.
+        self.cuda = device.type == "cuda" and not backend_waits
         self.from_step = from_step
         self.passed: dict[str, int] = {}
         """How often each point was passed in the checked steps."""

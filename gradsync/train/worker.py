@@ -17,6 +17,7 @@ import socket
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -31,8 +32,17 @@ from gradsync.data.feeds import Feeds, make_feeds
 from gradsync.data.once import load_in_turn
 from gradsync.data.sharding import ShardedBatchSampler
 from gradsync.data.spec import DataSplits
-from gradsync.dist.backends import bound_device, job_backends, tensors_on
-from gradsync.dist.devices import gpu_shortage, gpus_on_node, local_device, workers_on_node
+from gradsync.dist.agreement import any_rank
+from gradsync.dist.backends import GLOO, Backends, bound_device, job_backends, tensors_on
+from gradsync.dist.capacity import gpu_sharing_problem
+from gradsync.dist.devices import (
+    gpus_on_node,
+    local_device,
+    missing_gpu,
+    sharing_line,
+    workers_on_node,
+    workers_per_gpu,
+)
 from gradsync.dist.env import DistEnv
 from gradsync.metrics.loggers import NullLogger
 from gradsync.schedulers.ps.groups import make_groups
@@ -50,15 +60,34 @@ log = logging.getLogger("gradsync")
 
 
 class NoGpuForWorker(RuntimeError):
-    """This node has fewer GPUs than workers placed on it (the job's one-line reason)."""
+    """This node has no GPU for the workers placed on it (the job's one-line reason)."""
 
 
-def _device(cfg: DictConfig, env: DistEnv) -> torch.device:
-    """A worker's GPU (its local rank modulo the devices it sees) under trainer.device=cuda,
-    after checking that this node has one for each of its workers; parameter servers (ranks
-    from trainer.workers up) stay on the CPU."""
-    if cfg.trainer.device != "cuda" or env.rank >= cfg.trainer.workers:
-        return torch.device("cpu")
+class GpuTooSmall(RuntimeError):
+    """The workers sharing this worker's GPU do not fit in its memory (the one-line reason)."""
+
+
+@dataclass(frozen=True)
+class NodeGpus:
+    """What a worker's node holds for the job: its GPUs and its workers."""
+
+    visible: int
+    """CUDA devices this process sees."""
+    gpus: int
+    """GPUs the job holds on this node (``gpus_on_node``)."""
+    workers: int
+    """Workers among this node's ranks (``workers_on_node``)."""
+    name: str
+
+    @property
+    def per_gpu(self) -> int:
+        return workers_per_gpu(gpus=self.gpus, workers_here=self.workers)
+
+
+def _node_gpus(cfg: DictConfig, env: DistEnv) -> NodeGpus | None:
+    """This rank's node under trainer.device=cuda (None on the CPU: nothing to place)."""
+    if cfg.trainer.device != "cuda":
+        return None
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     workers_here = workers_on_node(
         rank=env.rank,
@@ -66,33 +95,73 @@ def _device(cfg: DictConfig, env: DistEnv) -> torch.device:
         local_world_size=env.local_world_size,
         workers=cfg.trainer.workers,
     )
-    node = f"node {socket.gethostname()}"
-    problem = gpu_shortage(
+    return NodeGpus(
+        visible=visible,
         gpus=gpus_on_node(os.environ, visible, slurm_task=env.launcher == "slurm"),
-        workers_here=workers_here,
-        where=node,
+        workers=workers_here,
+        name=f"node {socket.gethostname()}",
     )
-    if problem is None:  # the node has GPUs for this job; this process must see one of them
-        problem = gpu_shortage(gpus=visible, workers_here=1, where=node)
+
+
+def _device(cfg: DictConfig, env: DistEnv, node: NodeGpus | None = None) -> torch.device:
+    """A worker's GPU under trainer.device=cuda: its local rank modulo the devices it sees, so
+    a node's workers go round robin over its GPUs, several to one GPU when they outnumber
+    them. Parameter servers (ranks from trainer.workers up) stay on the CPU. ``node``: this
+    rank's ``_node_gpus`` (found here when not given)."""
+    node = node or _node_gpus(cfg, env)
+    if node is None or env.rank >= cfg.trainer.workers:
+        return torch.device("cpu")
+    problem = missing_gpu(gpus=node.gpus, workers_here=node.workers, where=node.name)
+    # The node has GPUs for this job; this process must see one of them.
+    problem = problem or missing_gpu(gpus=node.visible, workers_here=1, where=node.name)
     if problem is not None:
         raise NoGpuForWorker(problem)
-    index = local_device(env.local_rank, visible)
+    index = local_device(env.local_rank, node.visible)
+    if node.per_gpu > 1:  # checked here too: a job from a cluster's queue was not checked
+        memory = torch.cuda.get_device_properties(index).total_memory
+        problem = gpu_sharing_problem(
+            cfg, workers_per_gpu=node.per_gpu, gpu_bytes=memory, where=node.name
+        )
+        if problem is not None:
+            raise GpuTooSmall(problem)
     torch.cuda.set_device(index)
     return torch.device("cuda", index)
 
 
-def init_process_group(cfg: DictConfig, env: DistEnv, device: torch.device) -> None:
-    """The default group, with the job's backend (``job_backends``: the same on every rank),
-    bound to this rank's GPU only for NCCL."""
-    backend = job_backends(cfg).world
+def init_process_group(
+    cfg: DictConfig, env: DistEnv, device: torch.device, node: NodeGpus | None
+) -> Backends:
+    """The default group, with the job's backends (``job_backends``: the same on every rank,
+    since every rank first learns from the rendezvous store whether any node has workers
+    sharing a GPU), bound to this rank's GPU only for NCCL. Says once per node whose workers
+    share its GPUs how they are placed (``node``: this rank's ``_node_gpus``)."""
+    timeout = timedelta(seconds=cfg.trainer.comm_timeout_s)
+    store, _, _ = next(
+        dist.rendezvous(env.init_method, rank=env.rank, world_size=env.world_size, timeout=timeout)
+    )
+    store.set_timeout(timeout)
+    shares_gpus = node is not None and any_rank(
+        dist.PrefixStore("gradsync/placement", store),
+        node.per_gpu > 1,
+        world_size=env.world_size,
+        key="shares_gpus",
+    )
+    backends = job_backends(cfg, shares_gpus=shares_gpus)
+    if node is not None and node.per_gpu > 1 and env.local_rank == 0:
+        log.info(
+            sharing_line(
+                gpus=node.gpus, workers_here=node.workers, where=node.name, backend=backends.workers
+            )
+        )
     dist.init_process_group(
-        backend=backend,
-        init_method=env.init_method,
+        backend=backends.world,
+        store=dist.PrefixStore("default_pg", store),  # where torch's own rendezvous puts it
         rank=env.rank,
         world_size=env.world_size,
-        timeout=timedelta(seconds=cfg.trainer.comm_timeout_s),
-        device_id=bound_device(backend, device),
+        timeout=timeout,
+        device_id=bound_device(backends.world, device),
     )
+    return backends
 
 
 def _broadcast_model(model: torch.nn.Module, *, via: torch.device) -> None:
@@ -123,9 +192,9 @@ def _load_data(cfg: DictConfig, env: DistEnv) -> DataSplits:
 def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     t = cfg.trainer
     torch.set_num_threads(t.threads_per_worker)
-    device = _device(cfg, env)
-    init_process_group(cfg, env, device)
-    backends = job_backends(cfg)
+    node = _node_gpus(cfg, env)
+    device = _device(cfg, env, node)
+    backends = init_process_group(cfg, env, device, node)
     # Parameter servers share the world (ranks trainer.workers and up): the workers' group.
     workers = make_groups(
         t.workers,
@@ -191,7 +260,11 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         fault=FaultPlan(rank=env.rank),
         show_progress=progress_bar,
         host_syncs=HostSyncCheck(
-            declared=declared_host_syncs(cfg), device=device, from_step=t.check_host_syncs_from
+            declared=declared_host_syncs(cfg),
+            device=device,
+            from_step=t.check_host_syncs_from,
+            # gloo copies GPU tensors to the host on threads of its own, waiting for them there.
+            backend_waits=device.type == "cuda" and backends.workers == GLOO,
         ),
     )
     if t.resume is not None:

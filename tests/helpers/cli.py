@@ -53,8 +53,10 @@ def run_completed(cmd: list[str], env: dict[str, str], run_dir: Path, *overrides
     return run_dir
 
 
-def assert_same_params(ours: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> None:
+def assert_same_params(
+    ours: dict[str, torch.Tensor], reference: dict[str, torch.Tensor], *, atol: float = 1e-6
+) -> None:
     """Equal to float32 rounding: the same training, summed in another order."""
     assert ours.keys() == reference.keys()
     for key, value in ours.items():
-        torch.testing.assert_close(value, reference[key], rtol=0, atol=1e-6)
+        torch.testing.assert_close(value, reference[key], rtol=0, atol=atol)

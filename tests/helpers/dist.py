@@ -1,5 +1,5 @@
 """Run a function on N real ranks (spawned processes, FileStore rendezvous in tmp_path): gloo on
-the CPU, or NCCL with rank r on GPU r."""
+the CPU, NCCL with rank r on GPU r, or gloo with every rank on GPU 0 (``SHARED_GPU``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+SHARED_GPU = "cuda-shared"
 
 
 def _entry(
@@ -31,6 +33,8 @@ def _entry(
             # made now rather than at the first collective.
             torch.cuda.set_device(rank)
             backend, bound = "nccl", torch.device("cuda", rank)
+        elif device == SHARED_GPU:  # every rank on GPU 0, talking gloo (as gradsync places them)
+            torch.cuda.set_device(0)
         dist.init_process_group(
             backend,
             init_method=f"file://{store}",
@@ -58,8 +62,9 @@ def run_world(
     """``fn(rank, world_size, *args)`` on every rank; returns the results in rank order.
 
     ``fn`` must be importable (module level) because ranks are spawned interpreters.
-    ``device="cuda"``: the ranks talk over NCCL, rank r on GPU r (its current device); results
-    come back through pickles, so ``fn`` returns CPU tensors.
+    ``device="cuda"``: the ranks talk over NCCL, rank r on GPU r (its current device);
+    ``SHARED_GPU``: over gloo, every rank's current device GPU 0. Results come back through
+    pickles, so ``fn`` returns CPU tensors.
     """
     tmp_path.mkdir(parents=True, exist_ok=True)
     ctx = mp.get_context("spawn")
@@ -73,10 +78,12 @@ def run_world(
         p.start()
     for p in procs:
         p.join(timeout)
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            raise TimeoutError("a rank did not finish in time")
+    late = [p for p in procs if p.is_alive()]
+    for p in late:  # every one: a rank left behind would hold its peers' GPU and ports
+        p.kill()
+        p.join()
+    if late:
+        raise TimeoutError(f"{len(late)} rank(s) did not finish in {timeout:.0f} s")
     results = []
     for rank, out in enumerate(outs):
         if not out.exists():

@@ -1,26 +1,32 @@
 """The process-group backends of a job (``gradsync/dist/backends.py``): one decision, from the
-device and the scheduler's registry entry, for every (device, parameter server) combination."""
+device, ``trainer.backend``, the scheduler's registry entry, the runner, and whether workers
+share a GPU anywhere (agreed by every rank through the rendezvous store)."""
 
 from __future__ import annotations
 
 import pickle
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
+import torch.distributed as dist
 from omegaconf import OmegaConf
 
 from gradsync.compressors.sparse import SparseCtx
 from gradsync.config.compose import compose_jobs, resolved_yaml
+from gradsync.dist.agreement import any_rank
 from gradsync.dist.backends import (
     GLOO,
     HOST,
     NCCL,
+    BackendRefused,
     Backends,
     bound_device,
     choose_backends,
     job_backends,
     tensors_on,
 )
+from gradsync.dist.ports import free_port
 from gradsync.schedulers.ps.host import pickled
 from gradsync.schedulers.registry import SCHEDULERS, runs_servers
 
@@ -39,6 +45,81 @@ GPU = torch.device("cuda", 1)  # a device object only: nothing here touches CUDA
 )
 def test_each_device_and_topology_gets_its_backends(device, parameter_server, expected):
     assert choose_backends(device=device, parameter_server=parameter_server) == expected
+
+
+@pytest.mark.parametrize(
+    ("requested", "shares_gpus", "shaped_links", "workers"),
+    [
+        ("auto", False, False, NCCL),
+        ("auto", True, False, GLOO),  # NCCL refuses two ranks on one GPU
+        ("auto", False, True, GLOO),  # runner=netem shapes what gloo sends
+        ("gloo", False, False, GLOO),
+        ("nccl", False, False, NCCL),
+    ],
+)
+def test_gpu_workers_take_nccl_only_where_it_works(requested, shares_gpus, shaped_links, workers):
+    for servers in (False, True):
+        chosen = choose_backends(
+            device="cuda",
+            parameter_server=servers,
+            requested=requested,
+            shares_gpus=shares_gpus,
+            shaped_links=shaped_links,
+        )
+        assert chosen == Backends(world=GLOO if servers else workers, workers=workers)
+
+
+@pytest.mark.parametrize(
+    ("device", "shares_gpus", "shaped_links", "why"),
+    [
+        ("cpu", False, False, r"needs GPUs, and trainer\.device=cpu"),
+        ("cuda", True, False, r"cannot run two workers on one GPU"),
+        ("cuda", False, True, r"would bypass the links the runner shapes"),
+    ],
+)
+def test_nccl_where_it_cannot_work_is_refused_in_one_line(device, shares_gpus, shaped_links, why):
+    with pytest.raises(BackendRefused, match=why) as info:
+        choose_backends(
+            device=device,
+            parameter_server=False,
+            requested=NCCL,
+            shares_gpus=shares_gpus,
+            shaped_links=shaped_links,
+        )
+    assert "\n" not in str(info.value) and "trainer.backend=gloo" in str(info.value)
+
+
+def test_cpu_jobs_stay_on_gloo_whatever_else_holds():
+    for requested in ("auto", "gloo"):
+        for shaped_links in (False, True):
+            chosen = choose_backends(
+                device="cpu", parameter_server=False, requested=requested, shaped_links=shaped_links
+            )
+            assert chosen == Backends(world=GLOO, workers=GLOO)
+
+
+def test_a_netem_job_on_gpus_talks_over_gloo():
+    overrides = ["runner=netem", "trainer.device=cuda", "trainer.workers=4"]
+    (cfg,) = compose_jobs(overrides, multirun=False, machine=False)
+    assert job_backends(OmegaConf.create(resolved_yaml(cfg))) == Backends(GLOO, GLOO)
+
+
+@pytest.mark.parametrize("flags", [[False] * 4, [False, False, True, False], [True] * 4])
+def test_every_rank_learns_whether_any_node_shares_a_gpu(flags):
+    """Over a real TCP store, as the workers agree before they make their groups: a node
+    that shares a GPU turns every rank to gloo, not only its own."""
+    port, ranks = free_port(), len(flags)
+    # Rank 0's store serves the others; it lives on (in the process group) after it agreed.
+    server = dist.TCPStore("127.0.0.1", port, ranks + 1, is_master=True, wait_for_workers=False)
+
+    def agree(rank: int) -> bool:
+        store = dist.TCPStore("127.0.0.1", port, ranks + 1, is_master=False)
+        return any_rank(store, flags[rank], world_size=ranks, key="shares_gpus")
+
+    with ThreadPoolExecutor(ranks) as pool:
+        answers = list(pool.map(agree, range(ranks)))
+    assert answers == [any(flags)] * ranks
+    del server
 
 
 def test_an_unknown_device_has_no_backend():

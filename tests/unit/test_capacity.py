@@ -10,9 +10,10 @@ from gradsync.dist.capacity import (
     PROCESS_BASE_BYTES,
     THREADS_PER_CORE,
     Host,
+    ModelSize,
     capacity_problem,
     memory_problem,
-    model_footprint,
+    model_size,
     process_bytes,
     processes_problem,
 )
@@ -57,25 +58,33 @@ def test_the_estimate_grows_with_the_model_and_the_batch():
 def test_gpt2_activations_count_beside_its_parameters():
     """Measured: one GPT-2 worker (10k vocabulary, batch 32 x 128) peaks at 6.2 GB, mostly
     activations, though its parameters are 357 MB."""
-    estimate = model_footprint(_job("model=gpt2", "dataset=synthetic", "dataset.kind=tokens"))
+    estimate = process_bytes(_job("model=gpt2", "dataset=synthetic", "dataset.kind=tokens"))
     assert 5 * GIB < estimate < 8 * GIB
 
 
-def test_a_footprint_is_sized_once_and_then_read_from_the_cache(tmp_path, monkeypatch):
+def test_a_model_is_sized_once_and_then_read_from_the_cache(tmp_path, monkeypatch):
     from gradsync.dist import capacity
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     cfg = _job("model=cnn", "dataset=synthetic")
-    sized = process_bytes(cfg)
-    assert sized == model_footprint(cfg)
-    assert (tmp_path / "gradsync" / "footprints.json").is_file()
+    sized = model_size(cfg)
+    assert sized == capacity.measure_model(cfg)
+    assert (tmp_path / "gradsync" / "model_sizes.json").is_file()
 
     sized_again = []
-    monkeypatch.setattr(capacity, "model_footprint", lambda cfg: sized_again.append(cfg) or 7)
-    assert process_bytes(cfg) == sized and sized_again == []
+    seven = ModelSize(parameter_bytes=1, activation_bytes=2)
+
+    def measure(cfg):
+        sized_again.append(cfg)
+        return seven
+
+    monkeypatch.setattr(capacity, "measure_model", measure)
+    assert model_size(cfg) == sized and sized_again == []
     # Another batch is another size; a model that cannot be sized counts as the base.
-    assert process_bytes(_job("model=cnn", "dataset=synthetic", "trainer.batch_size=64")) == 7
-    monkeypatch.setattr(capacity, "model_footprint", lambda cfg: 1 / 0)
+    bigger = _job("model=cnn", "dataset=synthetic", "trainer.batch_size=64")
+    assert process_bytes(bigger) == PROCESS_BASE_BYTES + 7 and len(sized_again) == 1
+    assert capacity.gpu_worker_bytes(bigger) == capacity.CUDA_CONTEXT_BYTES + 7
+    monkeypatch.setattr(capacity, "measure_model", lambda cfg: 1 / 0)
     assert process_bytes(_job("model=mlp", "dataset=synthetic")) == PROCESS_BASE_BYTES
 
 

@@ -1,10 +1,13 @@
 """Where a GPU job's workers find their GPUs: checked per node where the workers start, never on
-a host that only submits the job. CUDA is faked here (device counts, ``set_device``): these are
-the checks a GPU user meets first, and this machine has no GPU."""
+a host that only submits the job. More workers than GPUs share them, round robin, over gloo;
+NCCL asked for where it cannot work, and workers that do not fit in a GPU's memory, are refused
+in one line. CUDA is faked here (device counts, memory, ``set_device``): these are the checks a
+GPU user meets first, and this machine has no GPU."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,24 +15,42 @@ from omegaconf import OmegaConf
 
 from gradsync.config.compose import ConfigError, compose_jobs
 from gradsync.data.once import load_in_turn
-from gradsync.dist.devices import gpu_shortage, gpus_on_node, local_device, workers_on_node
+from gradsync.dist import capacity
+from gradsync.dist.devices import (
+    gpus_on_node,
+    local_device,
+    missing_gpu,
+    sharing_line,
+    workers_on_node,
+    workers_per_gpu,
+)
 from gradsync.dist.env import DistEnv
 from gradsync.train import worker
 from tests.helpers.dist import run_world
 
+H100_BYTES = 80 * 10**9
+
 
 @pytest.fixture
 def gpus(monkeypatch):
-    """``gpus(n)``: this process sees n CUDA devices; returns the devices ``set_device`` got."""
+    """``gpus(n, memory)``: this process sees n CUDA devices of ``memory`` bytes each; returns
+    the devices ``set_device`` got."""
     chosen: list[int] = []
 
-    def fake(count: int) -> list[int]:
+    def fake(count: int, memory: int = H100_BYTES) -> list[int]:
+        properties = SimpleNamespace(total_memory=memory)
         monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
         monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: properties)
         return chosen
 
     return fake
+
+
+@pytest.fixture(autouse=True)
+def _model_sizes_cached_here(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def _torchrun_env(monkeypatch, *, rank: int, local_rank: int, world: int, per_node: int) -> None:
@@ -67,12 +88,26 @@ def test_slurm_says_what_the_node_has_when_each_task_sees_one_gpu():
     assert [local_device(r, 8) for r in range(8)] == list(range(8))  # every task sees all
 
 
-def test_shortage_names_the_counts_in_one_line():
-    assert gpu_shortage(gpus=8, workers_here=8, where="node a") is None
-    assert gpu_shortage(gpus=0, workers_here=0, where="node a") is None  # servers only
-    message = gpu_shortage(gpus=4, workers_here=8, where="node a")
-    assert message is not None and "node a has 4 GPU(s) for 8 workers" in message
+def test_only_a_node_without_gpus_lacks_them():
+    assert missing_gpu(gpus=8, workers_here=8, where="node a") is None
+    assert missing_gpu(gpus=4, workers_here=8, where="node a") is None  # they share
+    assert missing_gpu(gpus=0, workers_here=0, where="node a") is None  # servers only
+    message = missing_gpu(gpus=0, workers_here=2, where="node a")
+    assert message is not None and "node a has no usable CUDA device" in message
     assert "\n" not in message
+
+
+def test_workers_go_round_robin_over_a_nodes_gpus():
+    assert [local_device(r, 2) for r in range(5)] == [0, 1, 0, 1, 0]
+    per_gpu = {g: [local_device(r, 3) for r in range(8)].count(g) for g in range(3)}
+    assert max(per_gpu.values()) == workers_per_gpu(gpus=3, workers_here=8) == 3
+    assert workers_per_gpu(gpus=8, workers_here=8) == 1
+    assert workers_per_gpu(gpus=1, workers_here=4) == 4
+    line = sharing_line(gpus=1, workers_here=4, where="this machine", backend="gloo")
+    assert line == (
+        "this machine: 4 workers share 1 GPU(s), placed round robin (up to 4 on one GPU); the "
+        "workers' collectives go over gloo"
+    )
 
 
 # ---- checks before anything starts --------------------------------------------------------
@@ -90,23 +125,59 @@ def test_torchrun_checks_this_nodes_workers_not_the_whole_job(gpus, monkeypatch)
     gpus(8)
     _torchrun_env(monkeypatch, rank=9, local_rank=1, world=16, per_node=8)
     overrides = ["runner=torchrun", "trainer.device=cuda", "trainer.workers=16"]
-    assert compose_jobs(overrides, multirun=False)  # 2 nodes x 8 GPUs: each node has 8
+    nccl = [*overrides, "trainer.backend=nccl"]
+    assert compose_jobs(nccl, multirun=False)  # 2 nodes x 8 GPUs: each worker has its own
     gpus(4)
-    with pytest.raises(ConfigError, match=r"this machine has 4 GPU\(s\) for 8 workers"):
-        compose_jobs(overrides, multirun=False)
+    assert compose_jobs(overrides, multirun=False)  # 8 workers share this node's 4 GPUs
+    with pytest.raises(ConfigError, match=r"^trainer\.backend=nccl cannot run two workers on one"):
+        compose_jobs(nccl, multirun=False)
 
 
-def test_a_local_job_needs_a_gpu_per_worker_here(gpus, monkeypatch):
+def test_a_local_job_shares_the_gpus_here_unless_nccl_is_asked_for(gpus, monkeypatch):
     gpus(2)
     monkeypatch.setenv("SLURM_GPUS_ON_NODE", "8")  # inside an allocation: what we see counts
-    assert compose_jobs(["trainer.device=cuda", "trainer.workers=2"], multirun=False)
-    with pytest.raises(ConfigError, match=r"2 GPU\(s\) for 4 workers.*runner\.nodes"):
-        compose_jobs(["trainer.device=cuda", "trainer.workers=4"], multirun=False)
+    both = ["trainer.device=cuda", "trainer.backend=nccl", "trainer.workers=2"]
+    assert compose_jobs(both, multirun=False)
+    assert compose_jobs(["trainer.device=cuda", "trainer.workers=4"], multirun=False)
+    with pytest.raises(ConfigError, match=r"use trainer\.backend=gloo \(or auto\)"):
+        compose_jobs([*both[:2], "trainer.workers=4"], multirun=False)
+    gpus(0)
+    with pytest.raises(ConfigError, match=r"^trainer\.device=cuda but this machine has no usable"):
+        compose_jobs(["trainer.device=cuda", "trainer.workers=1"], multirun=False)
+
+
+def test_nccl_is_refused_on_the_cpu_and_behind_shaped_links(gpus):
+    gpus(4)
+    with pytest.raises(
+        ConfigError, match=r"^trainer\.backend=nccl needs GPUs.*trainer\.device=cpu"
+    ):
+        compose_jobs(["trainer.backend=nccl"], multirun=False, machine=False)
+    shaped = ["runner=netem", "trainer.device=cuda", "trainer.backend=nccl", "trainer.workers=4"]
+    with pytest.raises(ConfigError, match=r"would bypass the links the runner shapes"):
+        compose_jobs(shaped, multirun=False, launcher_here=False)
+    # gloo, which binds to the shaped interfaces, is what auto takes there.
+    assert compose_jobs([*shaped[:2], "trainer.workers=4"], multirun=False, launcher_here=False)
+
+
+def test_workers_that_do_not_fit_in_one_gpus_memory_are_refused(gpus):
+    job = ["trainer.device=cuda", "model=resnet18", "dataset=synthetic", "trainer.batch_size=64"]
+    (cfg,) = compose_jobs([*job, "trainer.workers=1"], multirun=False, machine=False)
+    each = capacity.gpu_worker_bytes(cfg)
+    assert capacity.CUDA_CONTEXT_BYTES < each < 4 * 2**30  # ResNet-18 at 32 px, batch 64
+    gpus(1, memory=3 * each)
+    assert compose_jobs([*job, "trainer.workers=3"], multirun=False)
+    with pytest.raises(ConfigError, match=r"^4 workers on one GPU of this machine need about"):
+        compose_jobs([*job, "trainer.workers=4"], multirun=False)
+    forced = [*job, "trainer.workers=4", "trainer.allow_oversubscribe=true"]
+    assert compose_jobs(forced, multirun=False)
+    gpus(2, memory=3 * each)  # round robin: 2 per GPU
+    assert compose_jobs([*job, "trainer.workers=4"], multirun=False)
 
 
 # ---- where the workers start ----------------------------------------------------------------
 def _worker_cfg(workers: int):
-    return OmegaConf.create({"trainer": {"device": "cuda", "workers": workers}})
+    trainer = {"device": "cuda", "workers": workers, "allow_oversubscribe": False}
+    return OmegaConf.create({"trainer": trainer})
 
 
 def _slurm_task(monkeypatch, *, rank: int, local_rank: int, per_node: int, tasks: int) -> DistEnv:
@@ -137,11 +208,25 @@ def test_a_task_that_sees_its_nodes_gpus_takes_its_local_rank(gpus, monkeypatch)
     assert chosen == [5]
 
 
-def test_a_node_with_too_few_gpus_fails_where_the_worker_starts(gpus, monkeypatch):
-    gpus(4)
+def test_a_node_with_fewer_gpus_than_workers_shares_them(gpus, monkeypatch):
+    chosen = gpus(4)
     env = _slurm_task(monkeypatch, rank=13, local_rank=5, per_node=8, tasks=16)
     monkeypatch.setenv("SLURM_GPUS_ON_NODE", "4")
-    with pytest.raises(worker.NoGpuForWorker, match=r"has 4 GPU\(s\) for 8 workers"):
+    monkeypatch.setattr(capacity, "model_size", lambda cfg: capacity.ModelSize(2**30, 0))
+    assert worker._device(_worker_cfg(16), env) == torch.device("cuda", 1)
+    assert chosen == [1]
+    gpus(4, memory=12 * 2**30)  # 2 workers of 1 GiB context + 5 GiB of state: 12 GiB fit
+    assert worker._device(_worker_cfg(16), env) == torch.device("cuda", 1)
+    gpus(4, memory=12 * 2**30 - 1)
+    with pytest.raises(worker.GpuTooSmall, match=r"2 workers on one GPU of node .* need about"):
+        worker._device(_worker_cfg(16), env)
+
+
+def test_a_node_without_gpus_fails_where_the_worker_starts(gpus, monkeypatch):
+    gpus(0)
+    env = _slurm_task(monkeypatch, rank=13, local_rank=5, per_node=8, tasks=16)
+    monkeypatch.setenv("SLURM_GPUS_ON_NODE", "0")
+    with pytest.raises(worker.NoGpuForWorker, match=r"has no usable CUDA device"):
         worker._device(_worker_cfg(16), env)
 
 

@@ -177,7 +177,7 @@ class RunnerConfig:
         return None
 
     def workers_starting_here(self, workers: int) -> int | None:
-        """How many of a job's ``workers`` this host starts, which need a GPU each under
+        """How many of a job's ``workers`` this host starts, which share its GPUs under
         trainer.device=cuda; None when they start elsewhere (a cluster's nodes), where each
         worker checks its own node."""
         return None
