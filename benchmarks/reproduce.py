@@ -15,6 +15,7 @@ time that ``gradsync simulate``'s model predicts for it with the error against t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import gzip
 import os
@@ -71,6 +72,10 @@ class Reproduction:
     warmup_steps: int = 0
     """``gradsync simulate --warmup-steps`` for the validation: where its compressors' density
     settles (a threshold's falls as training goes)."""
+    device: str = "cpu"
+    """cuda: its workers share a GPU; run only when named, on a machine with one, and its
+    section shows the simulator's prediction of each run beside it (the validation of the
+    simulator, ``validation``, keeps to the CPU runs it was built on)."""
 
 
 # ---- reading runs ------------------------------------------------------------------------------
@@ -630,6 +635,28 @@ REPRODUCTIONS: dict[str, Reproduction] = {
 }
 
 
+# Two papers' headlines in their regime on one GPU: 4 workers share it behind 1 Gbit/s links.
+REPRODUCTIONS["omgs_gpu"] = dataclasses.replace(
+    REPRODUCTIONS["omgs"],
+    title="OMGS on one GPU behind 1 Gbit/s: TopK-SGD, LAGS, MGS and OMGS",
+    recipe="repro_omgs_gpu",
+    scaled_down="ResNet-18 on synthetic 32×32 images, batch 32, density 0.01, 4 workers sharing "
+    "one GPU over gloo (not 16 GPUs), 40 steps, 1 Gbit/s shaped links (as the paper's 1 GbE)",
+    device="cuda",
+)
+REPRODUCTIONS["deft_gpu"] = dataclasses.replace(
+    REPRODUCTIONS["deft_resnet18"],
+    title="DEFT against Top-k on one GPU behind 1 Gbit/s: iteration time beside the ideal",
+    recipe="repro_deft_gpu",
+    scaled_down="ResNet-18 on synthetic 32×32 images (not CIFAR-10), batch 32, 4 workers sharing "
+    "one GPU over gloo (not 16 GPUs), 40 steps (timing only), 1 Gbit/s shaped links",
+    skip_steps=10,
+    device="cuda",
+)
+ON_CPU = {name: r for name, r in REPRODUCTIONS.items() if r.device == "cpu"}
+"""What ``make reproduce`` runs on a machine without a GPU (and the simulator is validated on)."""
+
+
 # ---- running -----------------------------------------------------------------------------------
 def gradsync(*args: str) -> str:
     """A gradsync command as a user types it, its output; a failure stops the reproduction
@@ -728,8 +755,30 @@ def section(name: str, reproduction: Reproduction) -> str:
     extra = RESULTS / name / EXTRA_FILE
     if extra.exists():
         parts += ["", extra.read_text().rstrip()]
+    if reproduction.device != "cpu":
+        parts += ["", _simulated_beside(name, reproduction)]
     parts += ["", f"![{reproduction.plot}]({plot})"]
     return "\n".join(parts)
+
+
+def _simulated_beside(name: str, reproduction: Reproduction) -> str:
+    """Each run's iteration beside ``gradsync simulate``'s prediction for its own config,
+    given the run's own compute (the simulator profiles compute on the host's CPU, which says
+    nothing of a GPU's): what the links, the scheduler and the overlap make of it."""
+    lines = [
+        "`gradsync simulate`'s prediction of each run, from the link probe and wire formats "
+        "measured right after the runs and each run's own forward + backward "
+        "(`time/compute_max`):",
+        "",
+        "| run | measured (ms) | predicted (ms) | error |",
+        "|---|---:|---:|---:|",
+    ]
+    for v in _predictions(name, reproduction):
+        lines.append(
+            f"| {label(v.run) or '(recipe)'} | {v.measured * 1e3:.1f} "
+            f"| {v.traced.iteration * 1e3:.1f} | {_error(v.traced.iteration, v.measured):+.1%} |"
+        )
+    return "\n".join(lines)
 
 
 # ---- the simulator against the runs, and projected to large clusters --------------------------
@@ -833,7 +882,7 @@ def validation() -> str:
     simulate``'s model predicts for its own config, from the profile and link probe taken on
     this host right after the runs (``measured.json``; each reproduction takes them): with the
     run's own compute time (trace-driven, the validation's verdict) and with compute modelled."""
-    rows = [v for name, r in REPRODUCTIONS.items() for v in _predictions(name, r)]
+    rows = [v for name, r in ON_CPU.items() for v in _predictions(name, r)]
     traced = [_error(v.traced.iteration, v.measured) for v in rows]
     modelled = [_error(v.modelled.iteration, v.measured) for v in rows]
     lines = [
@@ -970,7 +1019,8 @@ def main() -> None:
     parser.add_argument(
         "names",
         nargs="*",
-        help=f"any of {', '.join([*REPRODUCTIONS, *STEPS])} (default: all, in that order)",
+        help=f"any of {', '.join([*REPRODUCTIONS, *STEPS])} (default: all but the GPU ones "
+        f"({', '.join(sorted(set(REPRODUCTIONS) - set(ON_CPU)))}), in that order)",
     )
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
     parser.add_argument(
@@ -994,9 +1044,14 @@ def main() -> None:
         folders = [sweep.folder for sweep in REPRODUCTIONS[args.names[0]].sweeps]
         if set(args.sweeps) - set(folders):
             parser.error(f"--sweeps: {args.names[0]} has the sweeps {', '.join(folders)}")
+    needs_gpu = [n for n in args.names if n in REPRODUCTIONS and REPRODUCTIONS[n].device != "cpu"]
+    if needs_gpu and not args.tables_only and not _cuda_available():
+        parser.exit(
+            2, f"reproduce: a CUDA GPU is needed by {', '.join(needs_gpu)}; torch finds none\n"
+        )
     if not args.tables_only:
         ensure_fashion_mnist()
-    for name in args.names or valid:
+    for name in args.names or [*ON_CPU, *STEPS]:
         if name in STEPS:
             title, make = STEPS[name]
             body = f"`python -m benchmarks.reproduce {name} --write` — {machine()}\n\n{make()}"
@@ -1016,6 +1071,12 @@ def main() -> None:
         print(f"## {reproduction.title}\n\n{body}\n", flush=True)
         if args.write:
             write_section(f"reproduce_{name}", reproduction.title, body)
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -46,7 +47,7 @@ from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.engine.comm_thread import THREAD_NAME
 from gradsync.schedulers.registry import SCHEDULERS, allreducible_problem, peer_schedulers
 from tests.helpers.dist import run_world
-from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
+from tests.helpers.training import local_loss, on_device, sgd, tiny_data, tiny_model
 
 pytestmark = pytest.mark.dist
 
@@ -209,16 +210,21 @@ def _engine(scheduler: str, options: dict):
     return build(node, path="scheduler")
 
 
-def _train(rank: int, world_size: int, scheduler: str, compressor, costs: str) -> list[Call]:
+def _train(
+    rank: int, world_size: int, scheduler: str, compressor, costs: str, device: str
+) -> list[Call]:
     options = OPTIONS.get(scheduler, {})
     if SCHEDULERS[scheduler].capabilities.fits_in_place:
         options = {**options, "costs": costs}  # planned from a file: no microbenchmarks
-    return _recorded_training(world_size, _engine(scheduler, options), compressor, STEPS)
+    engine = _engine(scheduler, options)
+    return _recorded_training(world_size, engine, compressor, STEPS, device)
 
 
-def _recorded_training(world_size: int, engine, compressor, steps: int) -> list[Call]:
+def _recorded_training(
+    world_size: int, engine, compressor, steps: int, device: str = "cpu"
+) -> list[Call]:
     log = CallLog()
-    model = tiny_model()
+    model = tiny_model().to(device)
     opt = sgd(model)
     feedback = ResidualFeedback() if compressor.error_feedback else NoneFeedback()
     collective = RecordingCollective(log=log)
@@ -235,7 +241,7 @@ def run_steps(
     sync, model, opt, log: CallLog, rank: int, world_size: int, steps: int = STEPS
 ) -> list[Call]:
     """Attach ``sync`` and train ``steps`` steps, each call marked with its step; the calls."""
-    data = tiny_data(steps, world_size)
+    data = on_device(tiny_data(steps, world_size), next(model.parameters()).device)
     sync.attach(model, opt)
     for step in range(steps):
         log.step = step
@@ -249,24 +255,51 @@ def run_steps(
     return log.calls
 
 
-def _record_all(rank: int, world_size: int, costs: str) -> dict:
+def _record_all(rank: int, world_size: int, costs: str, device: str = "cpu") -> dict:
+    """Every lockstep scheduler with every compressor that talks, on ``device`` (the ranks'
+    current GPU under ``"cuda"``), each call recorded."""
     records = {}
     for scheduler, name in itertools.product(LOCKSTEP, COMPRESSORS):
         compressor = COMPRESSORS[name]()
         if not _refused(scheduler, compressor):
-            records[scheduler, name] = _train(rank, world_size, scheduler, compressor, costs)
+            records[scheduler, name] = _train(
+                rank, world_size, scheduler, compressor, costs, device
+            )
     return {"records": records, "compute_thread": threading.current_thread().name}
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where a recording world runs: ``workers`` ranks on ``device`` (``run_world``'s: cpu,
+    or every rank on one GPU, ``SHARED_GPU``), given ``timeout`` seconds."""
+
+    workers: int = WORKERS
+    device: str = "cpu"
+    timeout: float = 120
+
+    def run(self, record, root: Path, inputs: Path) -> list[dict]:
+        """``record(rank, world_size, inputs, torch device)`` on every rank of the world."""
+        on = "cpu" if self.device == "cpu" else "cuda"
+        return run_world(
+            record, self.workers, root / "world", str(inputs), on,
+            device=self.device, timeout=self.timeout,
+        )  # fmt: skip
+
+
+def record_world(root: Path, placed: Placed = Placed()) -> list[dict]:
+    """Every rank's records of ``_record_all``."""
+    root.mkdir(parents=True, exist_ok=True)
+    costs = root / "costs.json"
+    costs.write_text(json.dumps({"gamma": 1e-9, "alpha": 1e-4, "beta": 1e-9}))
+    return placed.run(_record_all, root, costs)
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> list[dict]:
-    root = tmp_path_factory.mktemp("order")
-    costs = root / "costs.json"
-    costs.write_text(json.dumps({"gamma": 1e-9, "alpha": 1e-4, "beta": 1e-9}))
-    return run_world(_record_all, WORKERS, root / "world", str(costs))
+    return record_world(tmp_path_factory.mktemp("order"))
 
 
-def _record_deft(rank: int, world_size: int, times: str) -> dict:
+def _record_deft(rank: int, world_size: int, times: str, device: str = "cpu") -> dict:
     records = {}
     for scheduler, name in itertools.product(DEFT_SCHEDULERS, COMPRESSORS):
         compressor = COMPRESSORS[name]()
@@ -276,26 +309,34 @@ def _record_deft(rank: int, world_size: int, times: str) -> dict:
         if "profile_steps" not in options:
             options["times"] = times
         records[scheduler, name] = _recorded_training(
-            world_size, functools.partial(DeftSync, **options), compressor, DEFT_STEPS
+            world_size, functools.partial(DeftSync, **options), compressor, DEFT_STEPS, device
         )
     return {"records": records, "compute_thread": threading.current_thread().name}
 
 
-@pytest.fixture(scope="module")
-def deft_world(tmp_path_factory) -> list[dict]:
+def record_deft_world(root: Path, placed: Placed = Placed()) -> list[dict]:
     """DeFT from a profile whose windows are tight: buckets wait, updates merge, the second
     link carries some, and a gradient's sends run on past the step that started them."""
-    root = tmp_path_factory.mktemp("deft-order")
+    root.mkdir(parents=True, exist_ok=True)
     sizes = [p.numel() for p in tiny_model().parameters()][::-1]
     buckets = Buckets.partition(sizes, DEFT_PARTITION)
     n = len(buckets)
     times = root / "times.json"
     profile = {"forward": [1e-3] * n, "backward": [1e-3] * n, "comm": [2.5e-3] * n, "mu": 1.65}
     times.write_text(json.dumps({"bounds": list(buckets.bounds), **profile}))
-    return run_world(_record_deft, WORKERS, root / "world", str(times))
+    return placed.run(_record_deft, root, times)
+
+
+@pytest.fixture(scope="module")
+def deft_world(tmp_path_factory) -> list[dict]:
+    return record_deft_world(tmp_path_factory.mktemp("deft-order"))
 
 
 def test_every_combination_the_config_allows_ran(world):
+    every_combination_the_config_allows_ran(world)
+
+
+def every_combination_the_config_allows_ran(world: list[dict]) -> None:
     cases = set(world[0]["records"])
     assert {scheduler for scheduler, _ in cases} == set(LOCKSTEP)
     assert ("wfbp", "terngrad") not in cases  # TernGrad all-gathers: wfbp refuses it
@@ -309,10 +350,10 @@ def test_every_combination_the_config_allows_ran(world):
 
 
 def test_every_rank_issues_the_same_collectives_in_the_same_order(world):
-    _same_order_on_every_rank(world, "records")
+    same_order_on_every_rank(world, "records")
 
 
-def _same_order_on_every_rank(world: list[dict], kind: str) -> None:
+def same_order_on_every_rank(world: list[dict], kind: str) -> None:
     for case, calls in world[0][kind].items():
         for other in world[1:]:
             theirs = other[kind][case]
@@ -366,10 +407,10 @@ def test_the_compute_thread_issues_nothing_while_a_collective_is_in_flight(world
     """Exchanges may overlap each other where the registry says so (started by the
     communication thread, finished later); a collective of the compute thread never overlaps
     anything."""
-    _compute_thread_never_beside_another(world)
+    compute_thread_never_beside_another(world)
 
 
-def _compute_thread_never_beside_another(ranks: list[dict]) -> None:
+def compute_thread_never_beside_another(ranks: list[dict]) -> None:
     for rank in ranks:
         compute = rank["compute_thread"]
         for case, calls in rank["records"].items():
@@ -405,7 +446,7 @@ def test_deft_compute_thread_issues_nothing_while_a_collective_is_in_flight(deft
     overlaps anything, and within a step only the communication thread issues them until
     that step's communication is done."""
     test_the_compute_thread_issues_no_collective_until_the_steps_communication_is_done(deft_world)
-    _compute_thread_never_beside_another(deft_world)
+    compute_thread_never_beside_another(deft_world)
     for rank in deft_world:
         for case, calls in rank["records"].items():
             for call in calls:

@@ -1,9 +1,10 @@
 """Parameter servers with GPU workers: the servers stay on the host and talk gloo, the workers
-compute on their GPUs and share an NCCL group (``gradsync/dist/backends.py``). ps_bsp ending
-where the flat all-reduce does is ``test_scheduler_equivalence.py``'s (its entry says it trains
-as the all-reduce does); here the asynchronous servers and OSP, with its background
-synchronization in flight beside the next step, must run to the end, and a compressor's
-context made on a GPU must reach a server that has none."""
+compute on their GPUs and share an NCCL group, or a gloo one where 2 or 4 of them share one GPU
+(``gradsync/dist/backends.py``). ps_bsp ending where the flat all-reduce does is
+``test_scheduler_equivalence.py``'s (its entry says it trains as the all-reduce does); here
+ps_bsp, the asynchronous servers and OSP, with its background synchronization in flight beside
+the next step, must run to the end, and a compressor's context made on a GPU must reach a server
+that has none."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 from gradsync.compressors.sparse import SparseCtx
 from gradsync.schedulers.ps.host import pickled
 from tests.helpers.cli import final_params, run_completed
-from tests.helpers.gpu import needs_gpus, on_gpus, on_one_and_two_gpus, trained_windows
+from tests.helpers.gpu import Placement, needs_gpus, placed, trained_windows
 
 STEPS = 30
 COMMON = [
@@ -26,16 +27,19 @@ COMMON = [
     "trainer.comm_timeout_s=30",  # a hang fails the run within half a minute
 ]
 SCHEDULERS = {
+    "ps_bsp": ["scheduler=ps_bsp"],
     "asp": ["scheduler=asp"],
     "osp": ["scheduler=osp", "scheduler.budget=0.5"],  # layers in the background from step 1
 }
-CASES = on_one_and_two_gpus(SCHEDULERS)
+CASES = placed(SCHEDULERS)
 
 
-@pytest.mark.parametrize(("workers", "name"), CASES)
-def test_servers_run_to_the_end_with_gpu_workers(gradsync_cmd, cli_env, tmp_path, workers, name):
-    overrides = [*SCHEDULERS[name], *COMMON, *on_gpus(workers)]
-    run_dir = run_completed(gradsync_cmd, cli_env, tmp_path / "run", *overrides)
+@pytest.mark.parametrize(("placement", "name"), CASES)
+def test_servers_run_to_the_end_with_gpu_workers(
+    gradsync_cmd, cli_env, tmp_path, placement: Placement, name
+):
+    overrides = [*SCHEDULERS[name], *COMMON, *placement.overrides]
+    run_dir = run_completed(gradsync_cmd, placement.env(cli_env), tmp_path / "run", *overrides)
     windows = trained_windows(run_dir, STEPS)
     if name == "osp":
         assert windows[-1]["sched/ics_bytes"] > 0  # the background group carried layers

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,16 +41,46 @@ def needs_gpus(count: int) -> pytest.MarkDecorator:
 
 
 def on_gpus(workers: int) -> list[str]:
-    """Overrides of a ``gradsync run`` on ``workers`` GPUs: one worker per GPU, over NCCL."""
+    """Overrides of a ``gradsync run`` of ``workers`` GPU workers: one per GPU over NCCL where
+    there are as many GPUs, sharing them over gloo where there are fewer (``Placement``)."""
     return ["trainer.device=cuda", f"trainer.workers={workers}"]
 
 
-def on_one_and_two_gpus(names: Iterable[str]) -> list[Any]:
-    """``(workers, name)`` cases: each name on one GPU and on two, each case marked with the
-    GPUs it needs (so a one-GPU machine runs half of them)."""
+@dataclass(frozen=True)
+class Placement:
+    """``workers`` on ``gpus`` GPUs: one each (NCCL), or all on one (gloo: they share it)."""
+
+    workers: int
+    gpus: int
+
+    @property
+    def overrides(self) -> list[str]:
+        return on_gpus(self.workers)
+
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` with only this placement's GPUs visible (the first of those visible now),
+        so that workers share one GPU also on a machine that has more."""
+        visible = env.get("CUDA_VISIBLE_DEVICES") or ",".join(map(str, range(cuda_devices())))
+        return {**env, "CUDA_VISIBLE_DEVICES": ",".join(visible.split(",")[: self.gpus])}
+
+    @property
+    def id(self) -> str:
+        return f"{self.workers}on{self.gpus}gpu"
+
+
+ONE_GPU_EACH = (Placement(1, 1), Placement(2, 2))
+SHARING_ONE_GPU = (Placement(2, 1), Placement(4, 1))
+"""Several workers on one GPU: the multi-worker CUDA paths on a machine with one GPU."""
+
+
+def placed(
+    names: Iterable[str], placements: Iterable[Placement] = (*ONE_GPU_EACH, *SHARING_ONE_GPU)
+):
+    """``(placement, name)`` cases: each name on each placement, each case marked with the
+    GPUs it needs (a one-GPU machine runs all but the two-GPU ones)."""
     return [
-        pytest.param(workers, name, marks=needs_gpus(workers), id=f"{name}-{workers}gpu")
-        for workers in (1, 2)
+        pytest.param(placement, name, marks=needs_gpus(placement.gpus), id=f"{name}-{placement.id}")
+        for placement in placements
         for name in names
     ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from hydra import compose, initialize_config_module
 
 from gradsync.config.compose import CONFIG_MODULE
@@ -20,6 +21,8 @@ HEAVY = {  # ImageNet-variant models, about 10 s each: make test-full (every rec
     # every sweep of theirs, and the smaller omgs_*/deftsched_* recipes run the same schedulers.
     "repro_omgs",
     "repro_deftsched",
+    "repro_omgs_gpu",
+    "repro_deft_gpu",
 }
 EXPERIMENTS = [
     pytest.param(e, marks=pytest.mark.slow) if e in HEAVY else e
@@ -29,18 +32,22 @@ EXPERIMENTS = [
 DATA_FILES = generators()
 
 
-def _dataset_choice(experiment: str) -> str:
+def _choices(experiment: str) -> tuple[str, str]:
+    """The recipe's dataset and device."""
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         cfg = compose("train", overrides=[f"experiment={experiment}"], return_hydra_config=True)
-    return str(cfg.hydra.runtime.choices.dataset)
+    device = cfg.trainer.device
+    return str(cfg.hydra.runtime.choices.dataset), str(getattr(device, "value", device))
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_experiment_runs_a_few_steps(experiment, gradsync_cmd, cli_env, tmp_path):
-    dataset = _dataset_choice(experiment)
+    dataset, device = _choices(experiment)
     data_overrides = DATA_FILES[dataset](tmp_path / "data") if dataset in DATA_FILES else []
     if dataset == "imagenet":  # above 64 px, so models keep their ImageNet variant, but cheaper
         data_overrides.append("dataset.image_size=96")
+    if device == "cuda" and not torch.cuda.is_available():  # the rest of a GPU recipe, on CPU
+        data_overrides.append("trainer.device=cpu")
     run_dir = tmp_path / "run"
     result = run_cli(
         gradsync_cmd,

@@ -30,6 +30,7 @@ def test_every_sweep_of_a_reproduction_composes(name, fashion_mnist):
         for cfg, _ in jobs:
             assert cfg.runner._target_ == "runners.netem.NetemRunner"
             assert cfg.trainer.checkpoint is False
+            assert cfg.trainer.device.value == reproduction.device
 
 
 def test_runs_are_labelled_by_their_own_overrides():
