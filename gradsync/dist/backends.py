@@ -18,7 +18,9 @@ themselves for metrics, evaluation, checkpoints and compressors that talk.
 Whether a job runs servers is its scheduler's registry entry (``parameter_server``); whether the
 runner shapes links is its schema's ``shapes_links``; whether workers share a GPU is known where
 they start, and agreed by every rank before the groups exist (``gradsync/dist/agreement.py``,
-``gradsync.train.worker.init_process_group``).
+``gradsync.train.worker.init_process_group``). Where a group's tensors live is
+``group_devices.py``'s. Nothing here imports torch: the command line decides before any worker
+starts, without paying for it.
 """
 
 from __future__ import annotations
@@ -27,14 +29,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-import torch
 from omegaconf import DictConfig
 
 from gradsync.config.schema import runner_schema
 from gradsync.schedulers.registry import runs_servers
 
 GLOO, NCCL, AUTO = "gloo", "nccl", "auto"
-HOST = torch.device("cpu")
 
 
 class BackendRefused(ValueError):
@@ -105,16 +105,3 @@ def job_backends(cfg: DictConfig, *, shares_gpus: bool = False) -> Backends:
         shares_gpus=shares_gpus,
         shaped_links=runner_schema(cfg).shapes_links,
     )
-
-
-def bound_device(backend: str, device: torch.device) -> torch.device | None:
-    """``device_id`` for a group of ``backend`` on this rank: its GPU for NCCL (created eagerly,
-    bound to it), None for gloo and for a rank on the host (a server outside the NCCL group)."""
-    return device if backend == NCCL and device.type == "cuda" else None
-
-
-def tensors_on(backend: str, device: torch.device) -> torch.device:
-    """Where the tensors of a group of ``backend`` go for collectives outside the exchange
-    engine (the model's first broadcast, the link probe): the GPU for NCCL, the host for gloo,
-    which would stage them there anyway."""
-    return device if backend == NCCL else HOST

@@ -33,7 +33,7 @@ from gradsync.data.once import load_in_turn
 from gradsync.data.sharding import ShardedBatchSampler
 from gradsync.data.spec import DataSplits
 from gradsync.dist.agreement import any_rank
-from gradsync.dist.backends import GLOO, Backends, bound_device, job_backends, tensors_on
+from gradsync.dist.backends import GLOO, Backends, job_backends
 from gradsync.dist.capacity import gpu_sharing_problem
 from gradsync.dist.devices import (
     gpus_on_node,
@@ -44,6 +44,7 @@ from gradsync.dist.devices import (
     workers_per_gpu,
 )
 from gradsync.dist.env import DistEnv
+from gradsync.dist.group_devices import bound_device, tensors_on
 from gradsync.metrics.loggers import NullLogger
 from gradsync.schedulers.ps.groups import make_groups
 from gradsync.schedulers.ps.server import serve

@@ -5,6 +5,8 @@ share a GPU anywhere (agreed by every rank through the rendezvous store)."""
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -17,15 +19,13 @@ from gradsync.config.compose import compose_jobs, resolved_yaml
 from gradsync.dist.agreement import any_rank
 from gradsync.dist.backends import (
     GLOO,
-    HOST,
     NCCL,
     BackendRefused,
     Backends,
-    bound_device,
     choose_backends,
     job_backends,
-    tensors_on,
 )
+from gradsync.dist.group_devices import HOST, bound_device, tensors_on
 from gradsync.dist.ports import free_port
 from gradsync.schedulers.ps.host import pickled
 from gradsync.schedulers.registry import SCHEDULERS, runs_servers
@@ -96,6 +96,28 @@ def test_cpu_jobs_stay_on_gloo_whatever_else_holds():
                 device="cpu", parameter_server=False, requested=requested, shaped_links=shaped_links
             )
             assert chosen == Backends(world=GLOO, workers=GLOO)
+
+
+COMPOSE_WITHOUT_TORCH = """
+import sys
+from gradsync.config.compose import ConfigError, compose_jobs
+compose_jobs(["trainer.max_steps=5"], multirun=False)
+compose_jobs(["runner=netem", "trainer.workers=4"], multirun=False, launcher_here=False)
+try:
+    compose_jobs(["trainer.backend=nccl"], multirun=False)
+except ConfigError:
+    pass
+print(sorted(name for name in sys.modules if name.split(".")[0] == "torch")[:3])
+"""
+
+
+def test_the_command_line_decides_the_backend_without_importing_torch():
+    """A CPU job is checked and its backend decided in the launching process without torch,
+    which costs a second or more to import (a GPU job imports it to count the GPUs)."""
+    done = subprocess.run(
+        [sys.executable, "-c", COMPOSE_WITHOUT_TORCH], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 def test_a_netem_job_on_gpus_talks_over_gloo():

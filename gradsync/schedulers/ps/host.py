@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from gradsync.comm.host_sync import host_sync
-from gradsync.dist.backends import HOST
+from gradsync.dist.group_devices import HOST
 from gradsync.schedulers.ps.config import HOST_STAGING
 
 
