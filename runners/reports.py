@@ -38,7 +38,8 @@ def root_cause(exit_codes: dict[int, int], reports: list[dict[str, Any]]) -> Wor
         return WorkerFailure(rank=rank, reason=f"killed by {signal.Signals(-code).name}")
     if reports:
         first = min(reports, key=lambda r: r["time"])
-        reason = f"{first['type']}: {first['message']}" if first["message"] else first["type"]
+        # A setting the job cannot run with carries no type: its message is the whole reason.
+        reason = ": ".join(part for part in (first["type"], first["message"]) if part)
         return WorkerFailure(rank=first["rank"], reason=reason, detail=first["traceback"])
     rank, code = min(exit_codes.items())
     return WorkerFailure(rank=rank, reason=f"exited with code {code} and left no error report")

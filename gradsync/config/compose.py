@@ -20,10 +20,12 @@ from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from gradsync.config.checks import too_few_samples
 from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG
 from gradsync.config.schema import (
     Device,
     FileDatasetConfig,
+    SizedDataset,
     TaskBound,
     TrainConfig,
     register_schemas,
@@ -214,7 +216,9 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
     if launcher_here:
         _check_device(cfg, typed)
         _check_runner(typed)
-        _check_host_capacity(cfg, typed)  # last: it may size the model, which must fit its data
+        _check_host_capacity(cfg, typed)  # it may size the model, which must fit its data
+        # Last, as the sampler would meet it: every other problem of the job is said first.
+        _check_batch_fits_dataset(typed)
 
 
 def _check_scheduler_capabilities(cfg: DictConfig, typed: TrainConfig) -> None:
@@ -410,6 +414,20 @@ def _check_model_fits_dataset(cfg: TrainConfig) -> None:
             f"the model is for {model.task_kind()} but the dataset is for "
             f"{dataset.task_kind()}; pick a matching model= / dataset= pair"
         )
+
+
+def _check_batch_fits_dataset(cfg: TrainConfig) -> None:
+    """One global batch from a training set whose size is known without loading it (the
+    workers' sampler checks the others)."""
+    if not isinstance(cfg.dataset, SizedDataset):
+        return
+    samples = cfg.dataset.train_samples()
+    if samples is None:
+        return
+    t = cfg.trainer
+    problem = too_few_samples(samples, batch_size=t.batch_size, workers=t.workers)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _check_dataset(cfg: TrainConfig) -> None:

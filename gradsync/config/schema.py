@@ -14,11 +14,12 @@ import pkgutil
 from dataclasses import dataclass, field, is_dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 
+from gradsync.config.checks import require
 from gradsync.data import loader_workers
 from gradsync.dist.run_name import torchrun_run_name
 
@@ -57,11 +58,6 @@ class LRSchedule(Enum):
     multistep = "multistep"
     cosine = "cosine"
     poly = "poly"
-
-
-def require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(message)
 
 
 def require_at_least(key: str, value: float, minimum: float) -> None:
@@ -212,6 +208,17 @@ class TaskBound:
 
     def task_kind(self) -> str:
         return self.TASK
+
+
+# ---- datasets ---------------------------------------------------------------------------------
+@runtime_checkable
+class SizedDataset(Protocol):
+    """A dataset schema that knows its training set's size without loading it (the launcher
+    checks a global batch against it before any worker starts)."""
+
+    def train_samples(self) -> int | None:
+        """Samples in the training split, or None where counting them means loading them."""
+        ...
 
 
 # ---- datasets stored on disk ----------------------------------------------------------------

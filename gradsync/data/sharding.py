@@ -19,6 +19,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Sampler
 
+from gradsync.config.checks import SettingError, too_few_samples
+
 
 class ShardedBatchSampler(Sampler[list[int]]):
     def __init__(
@@ -30,12 +32,9 @@ class ShardedBatchSampler(Sampler[list[int]]):
         world_size: int,
         seed: int,
     ) -> None:
-        global_batch = batch_size * world_size
-        if num_samples < global_batch:
-            raise ValueError(
-                f"the training set has {num_samples} samples, fewer than one global batch of "
-                f"{global_batch} (trainer.batch_size × trainer.workers): lower either"
-            )
+        problem = too_few_samples(num_samples, batch_size=batch_size, workers=world_size)
+        if problem is not None:
+            raise SettingError(problem)
         self.num_samples = num_samples
         self.batch_size = batch_size
         self.rank = rank

@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gradsync.comm.collective import TorchCollective
 from gradsync.comm.probe import allreduce_mbit, probe_bytes
+from gradsync.config.checks import SettingError
 from gradsync.data import loader_workers
 from gradsync.data.feeds import Feeds, make_feeds
 from gradsync.data.once import load_in_turn
@@ -359,14 +360,20 @@ def _raise_terminated(signum: int, frame: object) -> None:
 
 
 def _report_failure(env_rank: int, exc: BaseException) -> None:
-    text = "".join(traceback.format_exception(exc))
-    sys.stderr.write(text)
+    """Say why this rank failed: on stderr, and in the launcher's error file when it set one.
+    A setting the job cannot run with (``SettingError``) is its one line and nothing else: the
+    launcher shows it as the rank's failure; any other failure comes with its traceback."""
+    setting = isinstance(exc, SettingError)
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = "" if setting else "".join(traceback.format_exception(exc))
+    if not setting:
+        sys.stderr.write(text)
     path = os.environ.get("GRADSYNC_ERROR_FILE")
     if path:
         record = {
             "rank": env_rank,
-            "type": type(exc).__name__,
-            "message": str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+            "type": "" if setting else type(exc).__name__,
+            "message": message,
             "traceback": text,
             "time": time.time(),
         }

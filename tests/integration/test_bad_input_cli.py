@@ -31,6 +31,7 @@ CASES = [
     (["run", "trainer.wrkers=2"], "unknown key 'trainer.wrkers'; valid keys in trainer"),
     (["run", "trainer.workers=two"], "trainer.workers=two: Value 'two'"),
     (["run", "trainer.workers=0"], "trainer.workers must be >= 1, got 0"),
+    (["run", "trainer.batch_size=100000"], "the training set has 1438 samples, fewer than one"),
     (["run", "compressor=randomk", "compressor.density=2"], "compressor.density must be in"),
     (["run", "trainer.lr=0.1,0.2"], "add -m to sweep over them"),
     (["run", "--bogus"], "unknown option --bogus; see gradsync run --help"),

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import signal
 import time
 
 import pytest
 
 from tests.helpers.cli import metrics, run_cli, summary
+from tests.helpers.datagen.images import write_cifar10
 from tests.helpers.jobs import scratch_of, start_job, start_long_job, workers_of
 
 
@@ -38,6 +40,26 @@ def test_injected_failure_stops_the_job_and_names_the_rank(gradsync_cmd, cli_env
     assert s["status"] == "failed" and s["exit_code"] == 1 and "rank 1" in s["error"]
     assert s["final"]["train/loss"] == logged[-1]["train/loss"]
     assert workers_of(run_dir) == {}
+
+
+def test_a_setting_a_worker_meets_is_one_line_without_a_traceback(gradsync_cmd, cli_env, tmp_path):
+    """CIFAR-10's size is known only once its batches are read, so the workers find that the
+    20 training images of these files make no global batch of 2 × 16: each says so in one
+    line, which is the job's failure, with no traceback anywhere."""
+    data = write_cifar10(tmp_path / "data")
+    run_dir = tmp_path / "run"
+    result = run_cli(
+        gradsync_cmd, "run", "dataset=cifar10", "model=cnn", *data, "trainer.batch_size=16",
+        f"hydra.run.dir={run_dir}", env=cli_env,
+    )  # fmt: skip
+    assert result.returncode == 1
+    expected = (
+        r"gradsync: error: rank [01] failed: the training set has 20 samples, fewer than one "
+        r"global batch of 32 \(trainer\.batch_size × trainer\.workers\): lower either"
+    )
+    assert re.match(expected, result.stderr.strip().splitlines()[-1]), result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert summary(run_dir)["status"] == "failed"
 
 
 def test_killed_worker_stops_the_job_within_seconds(gradsync_cmd, cli_env, tmp_path):

@@ -57,6 +57,15 @@ CASES = [
         "+runner.additional_parameters.mail-type=VALUE",
     ),
     (["trainer.workers=0"], "trainer.workers must be >= 1, got 0"),
+    (  # digits: 1,797 images, 20% held out; known without loading them
+        ["trainer.batch_size=100000"],
+        "the training set has 1438 samples, fewer than one global batch of 200000 "
+        "(trainer.batch_size × trainer.workers): lower either",
+    ),
+    (
+        ["dataset=synthetic", "dataset.num_samples=10", "trainer.batch_size=8"],
+        "the training set has 10 samples, fewer than one global batch of 16",
+    ),
     (["scheduler=deft", "scheduler.staleness_correction=late"], "staleness_correction 'late'"),
     (["trainer.workers=-3"], "trainer.workers must be >= 1"),
     (["trainer.workers=two"], "trainer.workers=two: Value 'two'"),

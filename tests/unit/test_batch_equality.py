@@ -84,7 +84,7 @@ def _load(option: str, root: Path) -> DataSplits:
     write, _ = CASES[option]
     overrides = [] if write is None else write(root)
     job = [f"dataset={option}", *overrides, *SETTINGS.get(option, [])]
-    cfg = compose_jobs(job, multirun=False)[0]
+    cfg = compose_jobs(job, multirun=False, launcher_here=False)[0]  # loaded, not launched
     return build(cfg.dataset, path="dataset").load()
 
 

@@ -33,7 +33,8 @@ from tests.helpers.datagen.images import (
 
 
 def load(option: str, *overrides: str) -> DataSplits:
-    cfg = compose_jobs([f"dataset={option}", *overrides], multirun=False)[0]
+    job = [f"dataset={option}", *overrides]
+    cfg = compose_jobs(job, multirun=False, launcher_here=False)[0]  # loaded, not launched
     return build(cfg.dataset, path="dataset").load()
 
 

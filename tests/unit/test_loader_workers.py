@@ -24,8 +24,10 @@ MODELS = {"wikitext2": "model=lstm", "ptb": "model=lstm", "movielens": "model=nc
 def test_the_schema_says_which_datasets_are_read_from_disk(option, tmp_path):
     write = generators().get(option)
     overrides = [] if write is None else write(tmp_path)
-    cfg = compose_jobs(
-        [f"dataset={option}", *overrides, *MODELS.get(option, "").split()], multirun=False
+    cfg = compose_jobs(  # loaded, not launched
+        [f"dataset={option}", *overrides, *MODELS.get(option, "").split()],
+        multirun=False,
+        launcher_here=False,
     )[0]
     splits = build(cfg.dataset, path="dataset").load()
     held = isinstance(splits.train, InMemorySplit) and isinstance(splits.test, InMemorySplit)

@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 from omegaconf import II
 
 from gradsync.compressors.warmup import DEFAULT_WARMUP_DENSITY
-from gradsync.config.schema import TaskBound, TrainerConfig, require
+from gradsync.config.checks import require
+from gradsync.config.schema import TaskBound, TrainerConfig
 from gradsync.dist.devices import workers_on_node
 from gradsync.dist.env import DistEnv
 from gradsync.dist.host_checks import (
@@ -55,6 +56,10 @@ class CNNConfig(TaskBound):
 
 
 # ---- datasets -----------------------------------------------------------------------------
+DIGITS = 1797
+"""Images in scikit-learn's bundled digits (``dataset=digits``)."""
+
+
 @dataclass
 class DigitsConfig(TaskBound):
     _target_: str = "gradsync.data.digits.Digits"
@@ -68,6 +73,9 @@ class DigitsConfig(TaskBound):
             0 < self.test_fraction < 1,
             f"dataset.test_fraction must be in (0, 1), got {self.test_fraction}",
         )
+
+    def train_samples(self) -> int:
+        return DIGITS - round(self.test_fraction * DIGITS)  # as gradsync.data.digits splits
 
 
 # ---- compressors --------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from gradsync.config.schema import FileDatasetConfig, TaskBound, require
+from gradsync.config.checks import require
+from gradsync.config.schema import FileDatasetConfig, TaskBound
 from gradsync.models.variant_names import VARIANTS  # torch-free: composing stays fast
 
 
@@ -109,6 +110,10 @@ class Cifar100Config(Cifar10Config):
     _target_: str = "gradsync.data.cifar.Cifar100"
 
 
+IDX_LABELS_MAGIC = 2049
+"""The first 4 bytes of an idx file of labels (unsigned bytes, one dimension)."""
+
+
 @dataclass
 class MNISTConfig(FileDatasetConfig):
     name: ClassVar[str] = "mnist"
@@ -118,6 +123,18 @@ class MNISTConfig(FileDatasetConfig):
     def required_paths(self) -> list[str]:
         kinds = ("images-idx3-ubyte", "labels-idx1-ubyte")
         return [f"{self.folder}/{split}-{kind}" for split in ("train", "t10k") for kind in kinds]
+
+    def train_samples(self) -> int | None:
+        """The count in the training labels' idx header (a magic number, then the count, both
+        big-endian 32-bit), when the file is there."""
+        try:
+            with open(Path(self.root) / self.folder / "train-labels-idx1-ubyte", "rb") as file:
+                header = file.read(8)
+        except OSError:
+            return None  # not there yet: the dataset check says so
+        if len(header) < 8 or int.from_bytes(header[:4], "big") != IDX_LABELS_MAGIC:
+            return None
+        return int.from_bytes(header[4:], "big")
 
 
 @dataclass
@@ -188,6 +205,9 @@ class SyntheticConfig(TaskBound):
 
     def task_kind(self) -> str:
         return "classification" if self.kind == "images" else "language_model"
+
+    def train_samples(self) -> int:
+        return self.num_samples
 
     def __post_init__(self) -> None:
         require(

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from omegaconf import II
 
-from gradsync.config.schema import require
+from gradsync.config.checks import require
 from gradsync.config.schemas.core import CompressorConfig
 
 

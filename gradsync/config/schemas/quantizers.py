@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from omegaconf import II
 
 from gradsync.compressors.choices import QSGD_MAX_LEVELS
-from gradsync.config.schema import require
+from gradsync.config.checks import require
 from gradsync.config.schemas.core import CompressorConfig
 
 

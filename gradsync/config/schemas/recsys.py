@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from gradsync.config.schema import FileDatasetConfig, TaskBound, require
+from gradsync.config.checks import require
+from gradsync.config.schema import FileDatasetConfig, TaskBound
 from gradsync.data.layouts import MOVIELENS_RATINGS
 
 RECOMMENDATION = "recommendation"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gradsync.compressors.choices import EXCHANGES, SCOPES
-from gradsync.config.schema import require
+from gradsync.config.checks import require
 from gradsync.config.schemas.core import SparsifierConfig
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradsync.algorithms.preserver import EPSILON, MAX_RETRIES
-from gradsync.config.schema import require
+from gradsync.config.checks import require
 from gradsync.schedulers.options import option
 from gradsync.schedulers.staleness_options import (
     CORRECTIONS,

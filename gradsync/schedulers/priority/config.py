@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gradsync.config.schema import require
+from gradsync.config.checks import require
 from gradsync.schedulers.options import SchedulerOptions, option
 
 # ByteScheduler's defaults (its code): partitions of 1M elements, 4M elements in flight.

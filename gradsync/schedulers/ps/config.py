@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gradsync.config.schema import require
+from gradsync.config.checks import require
 from gradsync.schedulers.options import SchedulerOptions, option
 from gradsync.schedulers.staleness_options import (
     CORRECTIONS,
