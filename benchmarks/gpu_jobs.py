@@ -18,13 +18,10 @@ from torch.optim import Optimizer
 
 from gradsync.config.compose import compose_each
 from gradsync.config.instantiate import build
-from gradsync.config.schema import option_schema
 from gradsync.data.spec import DataSpec
 from gradsync.tasks import Task, build_task
 from gradsync.train.build import build_model, build_optimizer, build_precision
 from gradsync.train.precision import MixedPrecision
-
-NO_MOMENTUM = "trainer.momentum=0"
 
 
 @dataclass(frozen=True)
@@ -75,17 +72,11 @@ def on_device(device: torch.device, workers: int = 1) -> list[str]:
 
 def compose_job(overrides: Sequence[str]) -> DictConfig:
     """One job's config as ``gradsync run`` composes and checks it, for this process to build
-    (so no runner's checks); ``ConfigError`` if it would refuse it. A compressor that applies
-    its own momentum (DGC) gets ``trainer.momentum=0``, the setting its check asks for."""
+    (so no runner's checks); ``ConfigError`` if it would refuse it."""
     ((cfg, problem),) = compose_each(list(overrides), launcher_here=False)
-    if problem is None:
-        return cfg
-    applies_momentum = getattr(
-        option_schema(cfg.compressor, "compressor"), "applies_momentum", False
-    )
-    if applies_momentum and NO_MOMENTUM not in overrides:
-        return compose_job([*overrides, NO_MOMENTUM])
-    raise problem
+    if problem is not None:
+        raise problem
+    return cfg
 
 
 def data_spec(cfg: DictConfig) -> DataSpec:

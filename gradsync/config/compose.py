@@ -314,10 +314,10 @@ def _check_compressor_fits_job(cfg: DictConfig, typed: TrainConfig) -> None:
     if not isinstance(compressor, CompressorConfig):
         return
     name = _compressor_name(cfg)
-    if compressor.applies_momentum and typed.trainer.momentum > 0:
+    if compressor.applies_momentum and typed.trainer.nesterov:
         raise ConfigError(
-            f"compressor={name} applies its own momentum (compressor.momentum), so the "
-            f"optimizer must not: set trainer.momentum=0 (got {typed.trainer.momentum})"
+            f"compressor={name} applies plain momentum itself (compressor.momentum), in place of "
+            "the optimizer's: set trainer.nesterov=false"
         )
     feedback = typed.feedback
     if (

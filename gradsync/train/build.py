@@ -14,7 +14,7 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
 from gradsync.config.instantiate import build
-from gradsync.config.schema import Precision
+from gradsync.config.schema import Precision, option_schema
 from gradsync.data.spec import DataSpec, DataSplits
 from gradsync.metrics.loggers import (
     ConsoleLogger,
@@ -39,14 +39,26 @@ def build_model(cfg: DictConfig, spec: DataSpec) -> nn.Module:
     return build(cfg.model, path="model")(spec=spec)
 
 
+def compressor_applies_momentum(cfg: DictConfig) -> bool:
+    """The job's compressor applies momentum to what it sends (DGC's momentum correction, which
+    takes trainer.momentum as its own by default), so the optimizer steps without any."""
+    schema = option_schema(cfg.get("compressor"), "compressor")
+    return bool(getattr(schema, "applies_momentum", False))
+
+
 def build_optimizer(cfg: DictConfig, model: nn.Module) -> Optimizer:
     t = cfg.trainer
     params = [p for p in model.parameters() if p.requires_grad]
     if t.optimizer == "adam":
         betas = (float(t.adam_betas[0]), float(t.adam_betas[1]))
         return torch.optim.Adam(params, lr=t.lr, betas=betas, weight_decay=t.weight_decay)
+    momentum = 0.0 if compressor_applies_momentum(cfg) else float(t.momentum)
     return torch.optim.SGD(
-        params, lr=t.lr, momentum=t.momentum, nesterov=t.nesterov, weight_decay=t.weight_decay
+        params,
+        lr=t.lr,
+        momentum=momentum,
+        nesterov=bool(t.nesterov) and momentum > 0,
+        weight_decay=t.weight_decay,
     )
 
 

@@ -223,6 +223,11 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     feeds = _feeds(cfg, env, data, device)
 
     optimizer = builders.build_optimizer(cfg, model)
+    if env.is_main and builders.compressor_applies_momentum(cfg):
+        log.info(
+            f"the compressor applies momentum {cfg.compressor.momentum:g} itself (momentum "
+            "correction): the optimizer steps without momentum"
+        )
     lr_scheduler = builders.build_lr_scheduler(
         cfg, optimizer, steps_per_epoch=steps_per_epoch, total_steps=total_steps
     )

@@ -41,7 +41,7 @@ CASES = [
     (["run", "-m", "compressor=topk,nope"], "unknown compressor 'nope'"),
     # run: impossible combinations, this machine
     (["run", "scheduler=osp", "compressor=topk"], "use compressor=none"),
-    (["run", "compressor=dgc"], "set trainer.momentum=0 (got 0.9)"),  # DGC's schema declares it
+    (["run", "compressor=dgc", "trainer.nesterov=true"], "set trainer.nesterov=false"),
     (  # more processes than cores: the mismatch is found before the model is sized
         ["run", "model=gpt2", "dataset=digits", "trainer.workers=4"],
         "pick a matching model= / dataset= pair",

@@ -8,6 +8,7 @@ from importlib import metadata
 import pytest
 import torch
 
+from gradsync.config.discovery import group_options
 from gradsync.train.loop import Trainer  # noqa: F401 - the worker package must import cleanly
 from tests.helpers.cli import final_params, metrics, run_cli, summary
 
@@ -50,6 +51,26 @@ def test_default_job_trains_to_a_sensible_accuracy(gradsync_cmd, cli_env, tmp_pa
     log_text = (run_dir / "train.log").read_text()
     assert "[rank 0]" in log_text and "accuracy" in log_text
     assert "run dir:" in result.stderr and "accuracy" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", ["compressor", "scheduler"])
+def test_every_method_trains_with_the_defaults_of_everything_else(
+    gradsync_cmd, cli_env, tmp_path, group
+):
+    """Every compressor, and every scheduler, as a new user types it with nothing else set,
+    trains a few steps (``tests/unit/test_configs.py`` composes each in the default run)."""
+    options = group_options()[group]
+    sweep = tmp_path / "sweep"
+    result = run_cli(
+        gradsync_cmd, "run", "-m", f"{group}={','.join(options)}", "trainer.max_steps=3",
+        "trainer.log_every=1", "trainer.checkpoint=false", f"hydra.sweep.dir={sweep}",
+        env=cli_env, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = list(csv.DictReader((sweep / "summary.csv").open()))
+    assert len(rows) == len(options)
+    assert all(r["status"] == "completed" for r in rows), rows
 
 
 def test_sweep_runs_every_job_and_writes_summary_csv(gradsync_cmd, cli_env, tmp_path):

@@ -18,9 +18,9 @@ CASES = [
         + ", ".join(sorted(group_options()["compressor"])),
     ),
     (
-        ["compressor=dgc"],
-        "compressor=dgc applies its own momentum (compressor.momentum), so the "
-        "optimizer must not: set trainer.momentum=0 (got 0.9)",
+        ["compressor=dgc", "trainer.nesterov=true"],
+        "compressor=dgc applies plain momentum itself (compressor.momentum), in place of the "
+        "optimizer's: set trainer.nesterov=false",
     ),
     (
         ["compressor=dgc", "trainer.momentum=0", "feedback=residual"],

@@ -12,11 +12,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from gradsync.compressors.none import NoneCompressor
 from gradsync.compressors.randomk import RandomKCompressor
-from gradsync.config.compose import CONFIG_MODULE, check_config
+from gradsync.config.compose import CONFIG_MODULE, check_config, compose_jobs
 from gradsync.config.discovery import group_options
 from gradsync.config.instantiate import build
 from gradsync.config.schema import TrainConfig
 from gradsync.data.spec import DataSpec
+from gradsync.train.build import build_optimizer
 from gradsync.types import Compressor, ErrorFeedback, GroupInfo
 from tests.helpers.datagen import generators
 
@@ -105,6 +106,31 @@ CHECKS = {
     "logger": _composes,
     "experiment": _composes,
 }
+
+
+WITH_THE_OTHERS_DEFAULTS = [(g, o) for g in ("compressor", "scheduler") for o in group_options()[g]]
+
+
+@pytest.mark.parametrize(
+    ("group", "option"),
+    WITH_THE_OTHERS_DEFAULTS,
+    ids=[f"{g}={o}" for g, o in WITH_THE_OTHERS_DEFAULTS],
+)
+def test_every_method_runs_with_the_defaults_of_everything_else(group, option):
+    """A new user types ``gradsync run compressor=dgc`` and nothing else: every compressor and
+    every scheduler is a job as it stands (an option that implies another setting derives it,
+    as DGC takes trainer.momentum as its own). ``tests/integration/test_cli_run.py`` trains
+    each such job (slow)."""
+    compose_jobs([f"{group}={option}"], multirun=False)
+
+
+def test_dgc_takes_the_jobs_momentum_and_the_optimizer_steps_without():
+    (cfg,) = compose_jobs(["compressor=dgc"], multirun=False, launcher_here=False)
+    assert cfg.compressor.momentum == cfg.trainer.momentum == 0.9
+    optimizer = build_optimizer(cfg, torch.nn.Linear(2, 1))
+    assert optimizer.param_groups[0]["momentum"] == 0
+    (plain,) = compose_jobs(["compressor=topk"], multirun=False, launcher_here=False)
+    assert build_optimizer(plain, torch.nn.Linear(2, 1)).param_groups[0]["momentum"] == 0.9
 
 
 def test_every_group_is_discovered():

@@ -84,8 +84,8 @@ class CompressorConfig:
     job, checked for every option alike when a config is composed (``check_config``)."""
 
     applies_momentum: ClassVar[bool] = False
-    """The compressor applies momentum to what it sends (DGC's momentum correction), so the
-    optimizer must run without (trainer.momentum=0)."""
+    """The compressor applies momentum to what it sends (DGC's momentum correction, its
+    ``momentum`` option), so the optimizer steps without any (``build_optimizer``)."""
     keeps_own_residual: ClassVar[bool] = False
     """The compressor accumulates what it did not send itself (DGC, PowerSGD): an
     error-feedback residual on top would keep it twice, so a feedback that always keeps one is

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from omegaconf import II
+
 from gradsync.compressors.choices import EXCHANGES, SCOPES
 from gradsync.config.checks import require
 from gradsync.config.schemas.core import SparsifierConfig
@@ -90,9 +92,9 @@ class DGCConfig(SparsifierConfig):
     """DGC's 99.9% sparsity."""
     warmup_epochs: int = 4
     """DGC warms up over 4 epochs (0.25, 0.063, 0.016, 0.004, then density); 0: off."""
-    momentum: float = 0.9
-    """m of the momentum correction u ← m·u + g, v ← v + u; the optimizer runs with
-    trainer.momentum=0, this replaces it."""
+    momentum: float = II("trainer.momentum")
+    """m of the momentum correction u ← m·u + g, v ← v + u: the job's trainer.momentum by
+    default, which DGC applies itself (the optimizer then steps without momentum)."""
     clip_norm: float | None = None
     """Local gradient clipping: each worker rescales its gradient (the group's, one L2 norm over
     all its tensors) to at most clip_norm·N^(-1/2) for N workers before accumulating it;
