@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.report import BENCHMARKS_MD, machine, write_section
-from gradsync.dist.rates import rate_mbit
+from gradsync.cluster.rates import rate_mbit
 from gradsync.report.runs import Run, find_runs, override_values
 
 if TYPE_CHECKING:

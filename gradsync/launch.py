@@ -3,7 +3,7 @@
 gradsync builds a runner from the composed config (``runner._target_``, through the one
 ``instantiate`` call site) and talks to it only through the protocols here; the ``runners``
 package implements them and may import gradsync, never the other way round. A worker learns
-how it was started only from its environment (``gradsync.dist.env.DistEnv``).
+how it was started only from its environment (``gradsync.cluster.env.DistEnv``).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import IO
 
-from gradsync.dist.ports import free_port
+from gradsync.cluster.ports import free_port
 from gradsync.launch import Launch, Loopback, Placement, WorkerFailure
 from runners.reports import error_file, read_error_reports, root_cause
 

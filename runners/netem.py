@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from gradsync.dist.rates import DEFAULT_RATE, rate_mbit
+from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
 from runners.local import LocalRunner
 from runners.testbed import INTERFACE, SECOND_INTERFACE, ShapedNetwork
 

@@ -15,7 +15,7 @@ import os
 import signal
 import time
 
-from gradsync.dist.env import first_slurm_host, slurm_port, slurm_tasks_per_node
+from gradsync.cluster.env import first_slurm_host, slurm_port, slurm_tasks_per_node
 from gradsync.launch import WorkerFailure
 from runners.task import TaskRunner
 

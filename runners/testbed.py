@@ -28,7 +28,7 @@ import subprocess
 from pathlib import Path
 from types import TracebackType
 
-from gradsync.dist.rates import rate_mbit
+from gradsync.cluster.rates import rate_mbit
 
 INTERFACE = "eth0"
 SECOND_INTERFACE = "eth1"

@@ -5,7 +5,7 @@
 torchrun starts one gradsync process per worker with RANK, WORLD_SIZE, LOCAL_RANK and
 MASTER_ADDR/PORT set; each runs the job and starts its own worker with them. All processes, on
 every node, share the run directory (by default one they agree on through torchrun's store,
-``gradsync/dist/run_name.py``); rank 0 writes the summary. When a worker fails, torchrun stops
+``gradsync/cluster/run_name.py``); rank 0 writes the summary. When a worker fails, torchrun stops
 the others and the job reports the first failure.
 """
 
@@ -15,7 +15,7 @@ import os
 import signal
 from types import FrameType
 
-from gradsync.dist.env import TORCHRUN_VARS
+from gradsync.cluster.env import TORCHRUN_VARS
 from gradsync.launch import Launch
 from runners.task import TaskRunner
 

@@ -39,7 +39,7 @@ def _exchange_costs(cfg: DictConfig) -> tuple[float | None, float, float, float,
         fitted = json.loads(Path(costs).read_text(encoding="utf-8"))
         gamma, alpha, beta = fitted["gamma"], fitted["alpha"], fitted["beta"]
         return gamma, fitted.get("delta", 0.0), alpha, beta, f"fitted values from {costs}"
-    from gradsync.dist.rates import DEFAULT_RATE, rate_mbit
+    from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
 
     bandwidth = str(cfg.runner.get("bandwidth") or DEFAULT_RATE)
     alpha, beta = link_costs(rate_mbit(bandwidth), int(cfg.trainer.workers))

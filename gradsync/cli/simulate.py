@@ -291,7 +291,7 @@ def _simulated(args: argparse.Namespace, predictor: Predictor) -> str:
 def _check_probe_fits_here(cfg: DictConfig, cluster: Cluster) -> None:
     """The job's own cluster shares this host: its links are probed among that many local
     processes, which this host must hold."""
-    from gradsync.dist.capacity import FORCE, capacity_problem
+    from gradsync.cluster.capacity import FORCE, capacity_problem
 
     if cluster.shared_host_cores is None:
         return

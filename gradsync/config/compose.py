@@ -20,6 +20,9 @@ from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from gradsync.cluster.backends import BackendRefused, choose_backends
+from gradsync.cluster.capacity import FORCE, capacity_problem, gpu_sharing_problem
+from gradsync.cluster.devices import missing_gpu, workers_per_gpu
 from gradsync.config.checks import too_few_samples
 from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG
 from gradsync.config.schema import (
@@ -31,9 +34,6 @@ from gradsync.config.schema import (
     register_schemas,
 )
 from gradsync.config.schemas.core import CompressorConfig, FeedbackConfig, RunnerConfig
-from gradsync.dist.backends import BackendRefused, choose_backends
-from gradsync.dist.capacity import FORCE, capacity_problem, gpu_sharing_problem
-from gradsync.dist.devices import missing_gpu, workers_per_gpu
 from gradsync.schedulers.registry import (
     allreducible_problem,
     spec_of,

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 from hydra.core.config_store import ConfigStore
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 
+from gradsync.cluster.run_name import torchrun_run_name
 from gradsync.config.checks import require
 from gradsync.data import loader_workers
-from gradsync.dist.run_name import torchrun_run_name
 
 if TYPE_CHECKING:
     from gradsync.config.schemas.core import RunnerConfig
@@ -157,7 +157,7 @@ class TrainerConfig:
     aggregate."""
     allow_oversubscribe: bool = False
     """Start a local or netem job even when it has more processes than this host's cores or
-    memory hold (``gradsync/dist/capacity.py``)."""
+    memory hold (``gradsync/cluster/capacity.py``)."""
     colocate_server: bool = False
     """Run the servers on worker 0's host (under runner=netem: in its network namespace, so
     they share its link) instead of on hosts of their own."""

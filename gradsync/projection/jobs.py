@@ -10,8 +10,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync.cluster.rates import DEFAULT_RATE
 from gradsync.config.schema import runner_schema
-from gradsync.dist.rates import DEFAULT_RATE
 from gradsync.projection import measured
 from gradsync.projection.cluster import LAN_LATENCY_S, Cluster
 from gradsync.projection.predict import Estimate, Job, predict
@@ -21,7 +21,7 @@ from gradsync.projection.wire import MAX_RECORDED_WORLD, Wire, extrapolate, meas
 
 def bits_per_s(rate: str, *, name: str = "bandwidth") -> float:
     """A tc-style rate (``100mbit``, ``1gbit``) in bits per second; ValueError names ``name``."""
-    from gradsync.dist.rates import rate_mbit
+    from gradsync.cluster.rates import rate_mbit
 
     return rate_mbit(rate, name=name) * 1e6
 

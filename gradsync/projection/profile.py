@@ -230,8 +230,8 @@ def _probe_launch(
 ) -> tuple[list[list[str]], list[dict[str, str]]]:
     """Each rank's command and environment, placed by the job's runner (built from the config,
     as ``gradsync run`` builds it); what it builds for them lasts as long as ``stack``."""
+    from gradsync.cluster.ports import free_port
     from gradsync.config.instantiate import build
-    from gradsync.dist.ports import free_port
     from gradsync.launch import Loopback, PlacesRanksHere
 
     runner = build(cfg.runner, path="runner")

@@ -25,6 +25,19 @@ import torch
 import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync.cluster.agreement import any_rank
+from gradsync.cluster.backends import GLOO, Backends, job_backends
+from gradsync.cluster.capacity import gpu_sharing_problem
+from gradsync.cluster.devices import (
+    gpus_on_node,
+    local_device,
+    missing_gpu,
+    sharing_line,
+    workers_on_node,
+    workers_per_gpu,
+)
+from gradsync.cluster.env import DistEnv
+from gradsync.cluster.group_devices import bound_device, tensors_on
 from gradsync.comm.collective import TorchCollective
 from gradsync.comm.probe import allreduce_mbit, probe_bytes
 from gradsync.config.checks import SettingError
@@ -33,19 +46,6 @@ from gradsync.data.feeds import Feeds, make_feeds
 from gradsync.data.once import load_in_turn
 from gradsync.data.sharding import ShardedBatchSampler
 from gradsync.data.spec import DataSplits
-from gradsync.dist.agreement import any_rank
-from gradsync.dist.backends import GLOO, Backends, job_backends
-from gradsync.dist.capacity import gpu_sharing_problem
-from gradsync.dist.devices import (
-    gpus_on_node,
-    local_device,
-    missing_gpu,
-    sharing_line,
-    workers_on_node,
-    workers_per_gpu,
-)
-from gradsync.dist.env import DistEnv
-from gradsync.dist.group_devices import bound_device, tensors_on
 from gradsync.metrics.loggers import NullLogger
 from gradsync.schedulers.ps.groups import make_groups
 from gradsync.schedulers.ps.server import serve

@@ -6,7 +6,7 @@ The workers' own collectives (metrics, evaluation, checkpoints, a compressor tha
 selects) go on the workers' group, never on one the server is in; every push and pull goes on a
 group the server is in, never on the workers'. The only collectives of the whole job are the
 start-up broadcast of the model and the last barrier. On GPUs the two kinds of group have
-different backends (NCCL among workers, gloo with the servers: ``gradsync/dist/backends.py``),
+different backends (NCCL among workers, gloo with the servers: ``gradsync/cluster/backends.py``),
 so anything on the wrong one would fail there; here the groups are told apart by their ranks."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import torch.distributed as dist
 
+from gradsync.cluster.env import DistEnv
 from gradsync.config.compose import compose_jobs, write_resolved
-from gradsync.dist.env import DistEnv
 from tests.helpers.dist import run_world
 
 pytestmark = pytest.mark.dist

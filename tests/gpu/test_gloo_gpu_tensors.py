@@ -1,4 +1,4 @@
-"""gloo with GPU tensors, as workers sharing one GPU use it (``gradsync/dist/backends.py``): the
+"""gloo with GPU tensors, as workers sharing one GPU use it (``gradsync/cluster/backends.py``): the
 collectives the exchange engine issues take the tensors where they are, and point-to-point
 messages, which gloo reads and writes as host memory, are staged through pinned host buffers
 (``TorchCollective``). Each tensor is made by a kernel just before it is handed over, so a

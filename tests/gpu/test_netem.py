@@ -18,7 +18,7 @@ import statistics
 
 import pytest
 
-from gradsync.dist.host_checks import missing_netem_requirement
+from gradsync.cluster.host_checks import missing_netem_requirement
 from tests.helpers.cli import metrics, run_cli, summary
 from tests.helpers.gpu import Placement, needs_gpus
 

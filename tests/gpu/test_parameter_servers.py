@@ -1,6 +1,6 @@
 """Parameter servers with GPU workers: the servers stay on the host and talk gloo, the workers
 compute on their GPUs and share an NCCL group, or a gloo one where 2 or 4 of them share one GPU
-(``gradsync/dist/backends.py``). ps_bsp ending where the flat all-reduce does is
+(``gradsync/cluster/backends.py``). ps_bsp ending where the flat all-reduce does is
 ``test_scheduler_equivalence.py``'s (its entry says it trains as the all-reduce does); here
 ps_bsp, the asynchronous servers and OSP, with its background synchronization in flight beside
 the next step, must run to the end, and a compressor's context made on a GPU must reach a server

@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from gradsync.dist.ports import free_port
+from gradsync.cluster.ports import free_port
 from runners.testbed import NamedHosts
 
 DAEMONS = ("slurmctld", "slurmd", "munged")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gradsync.dist.host_checks import missing_sbatch
+from gradsync.cluster.host_checks import missing_sbatch
 from tests.helpers.cli import run_cli
 
 MARKER = "GRADSYNC_BAD_INPUT_CASE"

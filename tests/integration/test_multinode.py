@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gradsync.dist.host_checks import missing_netem_requirement
-from gradsync.dist.ports import free_port
+from gradsync.cluster.host_checks import missing_netem_requirement
+from gradsync.cluster.ports import free_port
 from runners.testbed import NamedHosts, ShapedNetwork
 from tests.helpers import slurm
 from tests.helpers.cli import final_params, run_cli, run_completed, summary

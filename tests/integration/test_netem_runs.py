@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gradsync.dist.host_checks import missing_netem_requirement
+from gradsync.cluster.host_checks import missing_netem_requirement
 from runners.netem import worker_env
 from runners.testbed import ShapedNetwork
 from tests.helpers.cli import metrics, run_cli, summary

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from gradsync.cluster.host_checks import missing_netem_requirement
 from gradsync.config.compose import compose_jobs
-from gradsync.dist.host_checks import missing_netem_requirement
 from gradsync.projection.planning import fits_here, planning_fit
 
 pytestmark = pytest.mark.skipif(

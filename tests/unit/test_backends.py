@@ -1,4 +1,4 @@
-"""The process-group backends of a job (``gradsync/dist/backends.py``): one decision, from the
+"""The process-group backends of a job (``gradsync/cluster/backends.py``): one decision, from the
 device, ``trainer.backend``, the scheduler's registry entry, the runner, and whether workers
 share a GPU anywhere (agreed by every rank through the rendezvous store)."""
 
@@ -14,10 +14,8 @@ import torch
 import torch.distributed as dist
 from omegaconf import OmegaConf
 
-from gradsync.compressors.sparse import SparseCtx
-from gradsync.config.compose import compose_jobs, resolved_yaml
-from gradsync.dist.agreement import any_rank
-from gradsync.dist.backends import (
+from gradsync.cluster.agreement import any_rank
+from gradsync.cluster.backends import (
     GLOO,
     NCCL,
     BackendRefused,
@@ -25,8 +23,10 @@ from gradsync.dist.backends import (
     choose_backends,
     job_backends,
 )
-from gradsync.dist.group_devices import HOST, bound_device, tensors_on
-from gradsync.dist.ports import free_port
+from gradsync.cluster.group_devices import HOST, bound_device, tensors_on
+from gradsync.cluster.ports import free_port
+from gradsync.compressors.sparse import SparseCtx
+from gradsync.config.compose import compose_jobs, resolved_yaml
 from gradsync.schedulers.ps.host import pickled
 from gradsync.schedulers.registry import SCHEDULERS, runs_servers
 

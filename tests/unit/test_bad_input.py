@@ -6,9 +6,9 @@ import re
 
 import pytest
 
+from gradsync.cluster.host_checks import missing_sbatch
 from gradsync.config.compose import ConfigError, check_sweep, compose_jobs, launcher_overrides
 from gradsync.config.discovery import group_options
-from gradsync.dist.host_checks import missing_sbatch
 
 CASES = [
     (

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradsync.config.compose import ConfigError, compose_jobs
-from gradsync.dist.capacity import (
+from gradsync.cluster.capacity import (
     PROCESS_BASE_BYTES,
     THREADS_PER_CORE,
     Host,
@@ -17,7 +16,8 @@ from gradsync.dist.capacity import (
     process_bytes,
     processes_problem,
 )
-from gradsync.dist.host_checks import missing_sbatch
+from gradsync.cluster.host_checks import missing_sbatch
+from gradsync.config.compose import ConfigError, compose_jobs
 
 GIB = 2**30
 
@@ -63,7 +63,7 @@ def test_gpt2_activations_count_beside_its_parameters():
 
 
 def test_a_model_is_sized_once_and_then_read_from_the_cache(tmp_path, monkeypatch):
-    from gradsync.dist import capacity
+    from gradsync.cluster import capacity
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     cfg = _job("model=cnn", "dataset=synthetic")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradsync.dist.env import DistEnv, first_slurm_host, slurm_port
+from gradsync.cluster.env import DistEnv, first_slurm_host, slurm_port
 
 
 def test_torchrun_environment():

@@ -13,10 +13,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gradsync.config.compose import ConfigError, compose_jobs
-from gradsync.data.once import load_in_turn
-from gradsync.dist import capacity
-from gradsync.dist.devices import (
+from gradsync.cluster import capacity
+from gradsync.cluster.devices import (
     gpus_on_node,
     local_device,
     missing_gpu,
@@ -24,7 +22,9 @@ from gradsync.dist.devices import (
     workers_on_node,
     workers_per_gpu,
 )
-from gradsync.dist.env import DistEnv
+from gradsync.cluster.env import DistEnv
+from gradsync.config.compose import ConfigError, compose_jobs
+from gradsync.data.once import load_in_turn
 from gradsync.train import worker
 from tests.helpers.dist import run_world
 

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from torch.distributed import TCPStore
 
-from gradsync.dist import host_checks
-from gradsync.dist.env import TORCHRUN_VARS
-from gradsync.dist.run_name import agree, run_name_problem, torchrun_run_name
+from gradsync.cluster import host_checks
+from gradsync.cluster.env import TORCHRUN_VARS
+from gradsync.cluster.run_name import agree, run_name_problem, torchrun_run_name
 
 FRESH_NAME = re.compile(r"^\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d-[0-9a-f]{8}$")
 

@@ -13,18 +13,18 @@ from typing import Any, ClassVar
 
 from omegaconf import II
 
-from gradsync.compressors.warmup import DEFAULT_WARMUP_DENSITY
-from gradsync.config.checks import require
-from gradsync.config.schema import TaskBound, TrainerConfig
-from gradsync.dist.devices import workers_on_node
-from gradsync.dist.env import DistEnv
-from gradsync.dist.host_checks import (
+from gradsync.cluster.devices import workers_on_node
+from gradsync.cluster.env import DistEnv
+from gradsync.cluster.host_checks import (
     missing_netem_requirement,
     missing_sbatch,
     missing_torchrun_env,
     refused_submission,
 )
-from gradsync.dist.rates import DEFAULT_RATE, rate_mbit
+from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
+from gradsync.compressors.warmup import DEFAULT_WARMUP_DENSITY
+from gradsync.config.checks import require
+from gradsync.config.schema import TaskBound, TrainerConfig
 
 
 # ---- models -------------------------------------------------------------------------------

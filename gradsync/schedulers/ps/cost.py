@@ -30,7 +30,7 @@ def asynchronous(job: Job) -> Estimate:
 
 def overlapped_synchronous(job: Job) -> Estimate:
     from gradsync.algorithms.osp_split import umax_bytes
-    from gradsync.dist.rates import rate_mbit
+    from gradsync.cluster.rates import rate_mbit
 
     p, cluster = job.profile, job.cluster
     given = job.scheduler.get("bandwidth")  # a tc rate, as OSP's server reads it for U_max

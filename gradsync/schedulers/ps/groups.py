@@ -5,7 +5,7 @@ evaluation, checkpoints) and a background group for traffic that runs beside the
 on the default group).
 
 The workers' group may use another backend than the default group (NCCL among GPU workers,
-while the default group, which the servers share, is gloo: ``gradsync/dist/backends.py``); the
+while the default group, which the servers share, is gloo: ``gradsync/cluster/backends.py``); the
 background group always has the default group's backend, since it carries server traffic."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Parameter servers talk over gloo, from host memory (servers have no GPU; see
-``gradsync/dist/backends.py``). A worker on a GPU moves only what crosses to a server: what it
+``gradsync/cluster/backends.py``). A worker on a GPU moves only what crosses to a server: what it
 sends goes to the host first, and what it receives goes to its device after, into the tensors
 that use it. Compression and error feedback stay on the device. On the CPU every move here is
 the tensor itself, not a copy.
@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gradsync.cluster.group_devices import HOST
 from gradsync.comm.host_sync import host_sync
-from gradsync.dist.group_devices import HOST
 from gradsync.schedulers.ps.config import HOST_STAGING
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradsync.dist.group_devices import HOST
+from gradsync.cluster.group_devices import HOST
 from gradsync.schedulers.ps.host import host_empty, pickled, to_host
 from gradsync.schedulers.ps.layout import PUSH
 from gradsync.types import Collective, Payload

@@ -33,8 +33,8 @@ from gradsync.algorithms.osp_split import (
     split_unimportant,
     umax_bytes,
 )
+from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
 from gradsync.comm.collective import TorchCollective
-from gradsync.dist.rates import DEFAULT_RATE, rate_mbit
 from gradsync.schedulers.ps.groups import background
 from gradsync.schedulers.ps.layout import PULL, PUSH
 from gradsync.schedulers.ps.server import Serving

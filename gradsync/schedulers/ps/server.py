@@ -33,10 +33,10 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from gradsync.cluster.group_devices import HOST
 from gradsync.comm.collective import TorchCollective
 from gradsync.comm.solo import SoloCollective
 from gradsync.config.instantiate import build, resolve
-from gradsync.dist.group_devices import HOST
 from gradsync.schedulers.engine.staleness import StalenessCorrection
 from gradsync.schedulers.ps.layout import PULL, Shards
 from gradsync.schedulers.ps.messages import recv_payload

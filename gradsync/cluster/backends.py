@@ -17,7 +17,7 @@ themselves for metrics, evaluation, checkpoints and compressors that talk.
 
 Whether a job runs servers is its scheduler's registry entry (``parameter_server``); whether the
 runner shapes links is its schema's ``shapes_links``; whether workers share a GPU is known where
-they start, and agreed by every rank before the groups exist (``gradsync/dist/agreement.py``,
+they start, and agreed by every rank before the groups exist (``gradsync/cluster/agreement.py``,
 ``gradsync.train.worker.init_process_group``). Where a group's tensors live is
 ``group_devices.py``'s. Nothing here imports torch: the command line decides before any worker
 starts, without paying for it.

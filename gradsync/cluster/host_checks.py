@@ -12,8 +12,8 @@ import re
 import shutil
 import subprocess
 
-from gradsync.dist.env import TORCHRUN_VARS
-from gradsync.dist.run_name import run_name_problem
+from gradsync.cluster.env import TORCHRUN_VARS
+from gradsync.cluster.run_name import run_name_problem
 
 TEST_ONLY_TIMEOUT_S = 60  # sbatch retries an unreachable controller for a while
 

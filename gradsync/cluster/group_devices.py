@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsync.dist.backends import NCCL
+from gradsync.cluster.backends import NCCL
 
 HOST = torch.device("cpu")
 
