@@ -33,7 +33,9 @@ from gradsync.config.schema import (
     TrainConfig,
     register_schemas,
 )
-from gradsync.config.schemas.core import CompressorConfig, FeedbackConfig, RunnerConfig
+from gradsync.config.schemas.compressors import CompressorConfig
+from gradsync.config.schemas.feedback import FeedbackConfig
+from gradsync.config.schemas.runners import RunnerConfig
 from gradsync.schedulers.registry import (
     allreducible_problem,
     spec_of,

@@ -24,7 +24,7 @@ from gradsync.config.checks import require
 from gradsync.data import loader_workers
 
 if TYPE_CHECKING:
-    from gradsync.config.schemas.core import RunnerConfig
+    from gradsync.config.schemas.runners import RunnerConfig
 
 
 class Device(Enum):
@@ -305,7 +305,7 @@ def runner_schema(cfg: Any) -> type[RunnerConfig]:
     """The schema of ``cfg``'s runner (a ``RunnerConfig``: its class-level declarations, such
     as ``starts_processes_here``), composed or read back from a run; the base ``RunnerConfig``
     (which declares nothing) when the config has no runner that a schema builds."""
-    from gradsync.config.schemas.core import RunnerConfig
+    from gradsync.config.schemas.runners import RunnerConfig
 
     schema = option_schema(OmegaConf.select(cfg, "runner"), "runner")
     return schema if schema is not None and issubclass(schema, RunnerConfig) else RunnerConfig

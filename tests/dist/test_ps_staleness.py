@@ -18,7 +18,8 @@ from torch import Tensor
 
 from gradsync.comm.collective import TorchCollective
 from gradsync.config.schema import TrainerConfig
-from gradsync.config.schemas.core import NoneCompressorConfig, NoneFeedbackConfig
+from gradsync.config.schemas.compressors import NoneCompressorConfig
+from gradsync.config.schemas.feedback import NoneFeedbackConfig
 from gradsync.schedulers.ps.config import AspConfig, SspConfig
 from gradsync.schedulers.ps.groups import make_groups
 from gradsync.schedulers.ps.server import serve

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gradsync.config.schema import SizedDataset
-from gradsync.config.schemas.core import DigitsConfig
+from gradsync.config.schemas.datasets import DigitsConfig
 from gradsync.config.schemas.images import FashionMNISTConfig, MNISTConfig, SyntheticConfig
 from gradsync.data.digits import Digits
 from gradsync.data.mnist import MNIST, FashionMNIST

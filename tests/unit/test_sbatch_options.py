@@ -7,7 +7,7 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from gradsync.config.compose import compose_each, compose_jobs, launcher_overrides
-from gradsync.config.schemas.core import ArrayShape, SlurmRunnerConfig
+from gradsync.config.schemas.runners import ArrayShape, SlurmRunnerConfig
 
 
 def _runner(*overrides: str) -> SlurmRunnerConfig:

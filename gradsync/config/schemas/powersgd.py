@@ -9,7 +9,7 @@ from typing import ClassVar
 from omegaconf import II
 
 from gradsync.config.checks import require
-from gradsync.config.schemas.core import CompressorConfig
+from gradsync.config.schemas.compressors import CompressorConfig
 
 
 @dataclass

@@ -9,7 +9,7 @@ from omegaconf import II
 
 from gradsync.compressors.choices import QSGD_MAX_LEVELS
 from gradsync.config.checks import require
-from gradsync.config.schemas.core import CompressorConfig
+from gradsync.config.schemas.compressors import CompressorConfig
 
 
 @dataclass

@@ -9,7 +9,7 @@ from omegaconf import II
 
 from gradsync.compressors.choices import EXCHANGES, SCOPES
 from gradsync.config.checks import require
-from gradsync.config.schemas.core import SparsifierConfig
+from gradsync.config.schemas.compressors import SparsifierConfig
 
 
 def _check_exchange(exchange: str, compressor: str) -> None:

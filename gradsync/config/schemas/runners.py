@@ -1,9 +1,5 @@
-"""Schemas of the foundation's options (digits, mlp/cnn, none/randomk, allreduce, local, ...).
-
-Every module in this package may define ``SCHEMAS = {group: {option: dataclass}}``;
-``register_schemas`` collects them all, so a new option adds a module (or an entry) here and a
-YAML file, and edits nothing else.
-"""
+"""Schemas of the runners (``runner=local``, ``netem``, ``slurm``, ``torchrun``): what each asks
+of the machine and of the cluster's queue before anything starts."""
 
 from __future__ import annotations
 
@@ -22,152 +18,9 @@ from gradsync.cluster.host_checks import (
     refused_submission,
 )
 from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
-from gradsync.compressors.warmup import DEFAULT_WARMUP_DENSITY
 from gradsync.config.checks import require
-from gradsync.config.schema import TaskBound, TrainerConfig
 
 
-# ---- models -------------------------------------------------------------------------------
-@dataclass
-class MLPConfig(TaskBound):
-    _target_: str = "gradsync.models.mlp.MLP"
-    _partial_: bool = True
-    hidden: list[int] = field(default_factory=lambda: [128, 64])
-    """Widths of the hidden layers, input to output."""
-
-    def __post_init__(self) -> None:
-        require(all(h >= 1 for h in self.hidden), "model.hidden sizes must be >= 1")
-
-
-@dataclass
-class CNNConfig(TaskBound):
-    _target_: str = "gradsync.models.cnn.CNN"
-    _partial_: bool = True
-    channels: list[int] = field(default_factory=lambda: [16, 32])
-    """Output channels of each 3×3 convolution (ReLU after each; one 2×2 max-pool after the
-    last)."""
-    hidden: int = 64
-    """Width of the fully connected layer before the classifier."""
-
-    def __post_init__(self) -> None:
-        require(len(self.channels) >= 1, "model.channels needs at least one entry")
-        require(all(c >= 1 for c in self.channels), "model.channels must be >= 1")
-        require(self.hidden >= 1, "model.hidden must be >= 1")
-
-
-# ---- datasets -----------------------------------------------------------------------------
-DIGITS = 1797
-"""Images in scikit-learn's bundled digits (``dataset=digits``)."""
-
-
-@dataclass
-class DigitsConfig(TaskBound):
-    _target_: str = "gradsync.data.digits.Digits"
-    test_fraction: float = 0.2
-    """Fraction of scikit-learn's 1,797 digits held out as the test split."""
-    split_seed: int = 0
-    """Seed of the train/test split (fixed, so every run tests on the same images)."""
-
-    def __post_init__(self) -> None:
-        require(
-            0 < self.test_fraction < 1,
-            f"dataset.test_fraction must be in (0, 1), got {self.test_fraction}",
-        )
-
-    def train_samples(self) -> int:
-        return DIGITS - round(self.test_fraction * DIGITS)  # as gradsync.data.digits splits
-
-
-# ---- compressors --------------------------------------------------------------------------
-class CompressorConfig:
-    """Base of every compressor option's schema: what the compressor asks of the rest of the
-    job, checked for every option alike when a config is composed (``check_config``)."""
-
-    applies_momentum: ClassVar[bool] = False
-    """The compressor applies momentum to what it sends (DGC's momentum correction, its
-    ``momentum`` option), so the optimizer steps without any (``build_optimizer``)."""
-    keeps_own_residual: ClassVar[bool] = False
-    """The compressor accumulates what it did not send itself (DGC, PowerSGD): an
-    error-feedback residual on top would keep it twice, so a feedback that always keeps one is
-    refused."""
-    needs_its_exchange_back: ClassVar[bool] = False
-    """Its memory needs the exchange's result on the worker (PowerSGD's error is the compensated
-    gradient less the workers' mean), which a parameter server keeps: refused with one."""
-
-
-@dataclass
-class NoneCompressorConfig(CompressorConfig):
-    _target_: str = "gradsync.compressors.none.NoneCompressor"
-
-
-@dataclass
-class SparsifierConfig(CompressorConfig):
-    """Shared by every compressor that keeps a fraction ``density`` of the gradient."""
-
-    density: float = 0.01
-    """Fraction of the elements each worker selects (k = int(density · elements)), after the
-    warm-up."""
-    warmup_epochs: int = 0
-    """DGC's density warm-up: over the first warmup_epochs epochs the density falls
-    exponentially from warmup_density to density (epoch e: warmup_density ·
-    (density/warmup_density)^(e/warmup_epochs)); 0: no warm-up."""
-    warmup_density: float = DEFAULT_WARMUP_DENSITY
-    """The density of the first epoch when warmup_epochs > 0 (DGC: 0.25, i.e. 75% sparsity)."""
-
-    def __post_init__(self) -> None:
-        require(
-            0 < self.density <= 1,
-            f"compressor.density must be in (0, 1], got {self.density}",
-        )
-        require(
-            self.warmup_epochs >= 0,
-            f"compressor.warmup_epochs must be >= 0 (0: no warm-up), got {self.warmup_epochs}",
-        )
-        require(
-            0 < self.warmup_density <= 1,
-            f"compressor.warmup_density must be in (0, 1], got {self.warmup_density}",
-        )
-        require(
-            self.warmup_epochs == 0 or self.warmup_density >= self.density,
-            f"compressor.warmup_density ({self.warmup_density}) must be >= compressor.density "
-            f"({self.density}): the warm-up starts denser and decays to it",
-        )
-
-
-@dataclass
-class RandomKConfig(SparsifierConfig):
-    _target_: str = "gradsync.compressors.randomk.RandomKCompressor"
-    seed: int = II("trainer.seed")
-    """Seed of the random index selection; every worker draws the same indices (default:
-    trainer.seed)."""
-
-
-# ---- error feedback -----------------------------------------------------------------------
-# Each option is a policy: built with the run's compressor, it returns the memory to keep.
-class FeedbackConfig:
-    """Base of every feedback option's schema."""
-
-    always_keeps_residual: ClassVar[bool] = False
-    """Keeps a residual whatever the compressor declares (lossless ones aside)."""
-
-
-@dataclass
-class AutoFeedbackConfig(FeedbackConfig):
-    _target_: str = "gradsync.feedback.auto.for_compressor"
-
-
-@dataclass
-class NoneFeedbackConfig(FeedbackConfig):
-    _target_: str = "gradsync.feedback.none.for_compressor"
-
-
-@dataclass
-class ResidualFeedbackConfig(FeedbackConfig):
-    _target_: str = "gradsync.feedback.residual.for_compressor"
-    always_keeps_residual: ClassVar[bool] = True
-
-
-# ---- runners ------------------------------------------------------------------------------
 @dataclass
 class RunnerConfig:
     """What the command line asks of every runner option before it starts anything."""
@@ -448,48 +301,11 @@ class TorchrunRunnerConfig(RunnerConfig):
         return problem
 
 
-# ---- loggers ------------------------------------------------------------------------------
-@dataclass
-class WandbConfig:
-    project: str = "gradsync"
-    """wandb project the run is logged to."""
-    entity: str | None = None
-    """wandb user or team; null: the client's default."""
-    group: str | None = None
-    """wandb run group; null: the run's name."""
-    tags: list[str] = field(default_factory=list)
-    """wandb tags of the run."""
-    mode: str = "offline"
-    """offline (default), online or disabled; WANDB_MODE in the environment takes precedence."""
-
-    def __post_init__(self) -> None:
-        modes = ("offline", "online", "disabled")
-        require(self.mode in modes, f"logger.wandb.mode must be one of {', '.join(modes)}")
-
-
-@dataclass
-class LoggerConfig:
-    progress: bool = True
-    """tqdm progress bar on rank 0 (only when the terminal is interactive)."""
-    wandb: WandbConfig | None = None
-    """Settings of the wandb client; null: no wandb (logger=console)."""
-
-
 SCHEMAS: dict[str, dict[str, type]] = {
-    "trainer": {"default": TrainerConfig},
-    "model": {"mlp": MLPConfig, "cnn": CNNConfig},
-    "dataset": {"digits": DigitsConfig},
-    "compressor": {"none": NoneCompressorConfig, "randomk": RandomKConfig},
-    "feedback": {
-        "auto": AutoFeedbackConfig,
-        "none": NoneFeedbackConfig,
-        "residual": ResidualFeedbackConfig,
-    },
     "runner": {
         "local": LocalRunnerConfig,
         "netem": NetemRunnerConfig,
         "slurm": SlurmRunnerConfig,
         "torchrun": TorchrunRunnerConfig,
-    },
-    "logger": {"console": LoggerConfig, "wandb": LoggerConfig},
+    }
 }
