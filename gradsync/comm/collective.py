@@ -267,7 +267,7 @@ class TorchCollective:
         """Fill the payload's tensors, in order, from rank ``src`` (None: from whichever rank
         sends first; the later tensors from that one); the sender's rank."""
         for tensor in payload:
-            buffer = self._receivable(tensor)
+            buffer = self._host_buffer(tensor)
             work = member_work(dist.irecv(buffer, group=self.group, group_src=src, tag=tag))
             work.wait()
             _deliver(buffer, tensor)
@@ -279,7 +279,7 @@ class TorchCollective:
     def start_recv(self, payload: Payload, *, src: int, tag: int = 0) -> Callable[[], Payload]:
         """``recv`` from ``src`` without waiting; the returned function waits and gives the
         filled payload. Receiving counts no bytes: the sender counts them."""
-        buffers = [self._receivable(tensor) for tensor in payload]
+        buffers = [self._host_buffer(tensor) for tensor in payload]
         works = [dist.irecv(b, group=self.group, group_src=src, tag=tag) for b in buffers]
 
         def finish() -> Payload:
@@ -291,16 +291,14 @@ class TorchCollective:
         return finish
 
     def _sendable(self, tensor: Tensor) -> Tensor:
-        """What the group's backend sends ``tensor`` from: a GPU tensor copied to pinned host
-        memory for gloo (the copy waits for the current stream), else the tensor itself."""
-        if not (self._host_point_to_point and tensor.is_cuda):
-            return tensor
-        staged = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
-        return staged.copy_(tensor)
+        """What the group's backend sends ``tensor`` from: its ``_host_buffer`` filled with it
+        (the copy waits for the current stream), or the tensor itself."""
+        staged = self._host_buffer(tensor)
+        return tensor if staged is tensor else staged.copy_(tensor)
 
-    def _receivable(self, tensor: Tensor) -> Tensor:
-        """Where the group's backend writes what arrives for ``tensor``: pinned host memory for
-        a GPU tensor under gloo, else the tensor itself."""
+    def _host_buffer(self, tensor: Tensor) -> Tensor:
+        """Where the group's backend reads or writes ``tensor``'s bytes: pinned host memory of
+        its shape for a GPU tensor under gloo, else the tensor itself."""
         if not (self._host_point_to_point and tensor.is_cuda):
             return tensor
         return torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
