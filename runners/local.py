@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from gradsync.cluster.ports import free_port
+from gradsync.config.schemas.runners import LocalRunnerConfig
 from gradsync.launch import Launch, Loopback, Placement, WorkerFailure
 from runners.reports import error_file, read_error_reports, root_cause
 
@@ -116,7 +117,9 @@ class LocalRunner:
     reports_outcome = True
     restarted = False  # nothing restarts a local job behind the user's back
 
-    def __init__(self, *, workers: int, grace_period_s: float = 3.0) -> None:
+    def __init__(
+        self, *, workers: int, grace_period_s: float = LocalRunnerConfig.grace_period_s
+    ) -> None:
         self.workers = workers
         self.hosts = workers
         """Places ranks run in (``_host``)."""

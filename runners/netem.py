@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
+from gradsync.config.schemas.runners import NetemRunnerConfig
 from runners.local import LocalRunner
 from runners.testbed import INTERFACE, SECOND_INTERFACE, ShapedNetwork
 
@@ -53,8 +54,8 @@ class NetemRunner(LocalRunner):
         bandwidth: str = DEFAULT_RATE,
         second_bandwidth: str | None = None,
         burst: str | None = None,
-        queue_ms: int = 50,
-        grace_period_s: float = 3.0,
+        queue_ms: int = NetemRunnerConfig.queue_ms,
+        grace_period_s: float = NetemRunnerConfig.grace_period_s,
     ) -> None:
         super().__init__(workers=workers, grace_period_s=grace_period_s)
         # The last ``colocated`` ranks (parameter servers beside worker 0) share rank 0's

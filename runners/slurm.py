@@ -16,6 +16,7 @@ import signal
 import time
 
 from gradsync.cluster.env import first_slurm_host, slurm_port, slurm_tasks_per_node
+from gradsync.config.schemas.runners import SlurmRunnerConfig
 from gradsync.launch import WorkerFailure
 from runners.task import TaskRunner
 
@@ -29,8 +30,8 @@ class SlurmRunner(TaskRunner):
         self,
         *,
         workers: int,
-        nodes: int = 1,
-        report_grace_s: float = 3.0,
+        nodes: int = SlurmRunnerConfig.nodes,
+        report_grace_s: float = SlurmRunnerConfig.report_grace_s,
         **resources: object,
     ) -> None:
         # ``resources`` (partition, time, GPUs, ...) were used by the launcher to submit the job.

@@ -16,6 +16,7 @@ import signal
 from types import FrameType
 
 from gradsync.cluster.env import TORCHRUN_VARS
+from gradsync.config.schemas.runners import TorchrunRunnerConfig
 from gradsync.launch import Launch
 from runners.task import TaskRunner
 
@@ -31,7 +32,9 @@ def _raise_stopped(signum: int, frame: FrameType | None) -> None:
 class TorchrunRunner(TaskRunner):
     launcher = "torchrun"
 
-    def __init__(self, *, workers: int, report_grace_s: float = 3.0) -> None:
+    def __init__(
+        self, *, workers: int, report_grace_s: float = TorchrunRunnerConfig.report_grace_s
+    ) -> None:
         super().__init__(
             workers=workers,
             task=int(os.environ.get("RANK", "0")),

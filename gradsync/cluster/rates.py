@@ -14,6 +14,15 @@ _RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)$")
 _MBIT_PER_UNIT = {"bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}
 
 
+def rate_problem(rate: str, name: str) -> str | None:
+    """Why ``rate`` is not a ``tc`` rate (naming the option ``name``), or None."""
+    try:
+        rate_mbit(rate, name=name)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def rate_mbit(rate: str, *, name: str = "bandwidth") -> float:
     """Megabits per second of a ``tc`` rate such as ``100mbit`` or ``1gbit``; ``name`` is the
     option the error message names."""

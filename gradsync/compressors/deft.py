@@ -39,6 +39,7 @@ from gradsync.comm.host_sync import host_sync
 from gradsync.compressors.device_copy import on_device
 from gradsync.compressors.index_ranges import range_indices
 from gradsync.compressors.layer_topk import LayerwiseTopK
+from gradsync.compressors.options.sparsifiers import DEFTConfig
 from gradsync.compressors.selection import range_norms
 from gradsync.compressors.sparse import AgreedIndexCompressor, index_dtype
 from gradsync.compressors.warmup import WarmupArgs
@@ -52,7 +53,7 @@ class DEFTCompressor(AgreedIndexCompressor):
     }
 
     def __init__(
-        self, *, density: float, exact_k: bool = False, **warmup: Unpack[WarmupArgs]
+        self, *, density: float, exact_k: bool = DEFTConfig.exact_k, **warmup: Unpack[WarmupArgs]
     ) -> None:
         super().__init__(density=density, **warmup)
         self.exact_k = exact_k

@@ -28,6 +28,7 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from gradsync.compressors.exchange import ExchangedSparsifier
+from gradsync.compressors.options.sparsifiers import DGCConfig
 from gradsync.compressors.selection import topk_indices
 from gradsync.compressors.sparse import density_k
 from gradsync.compressors.warmup import WarmupArgs
@@ -82,7 +83,7 @@ class DGCCompressor(ExchangedSparsifier):
         density: float,
         momentum: float = 0.9,
         clip_norm: float | None = None,
-        exchange: str = "allgather",
+        exchange: str = DGCConfig.exchange,
         **warmup: Unpack[WarmupArgs],
     ) -> None:
         super().__init__(density=density, exchange=exchange, **warmup)

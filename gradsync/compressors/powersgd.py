@@ -41,6 +41,7 @@ from torch import Tensor
 
 from gradsync.comm.solo import SoloCollective
 from gradsync.compressors.device_copy import on_device
+from gradsync.compressors.options.powersgd import PowerSGDConfig
 from gradsync.compressors.warmup import DensitySchedule
 from gradsync.feedback.residual import memory_norm
 from gradsync.types import Collective, GroupInfo, Payload, TensorPart
@@ -152,12 +153,12 @@ class PowerSGDCompressor(DensitySchedule):
     def __init__(
         self,
         *,
-        rank: int = 1,
-        start_step: int = 10,
-        min_compression_rate: float = 2.0,
-        use_error_feedback: bool = True,
-        warm_start: bool = True,
-        orthogonalization_epsilon: float = 0.0,
+        rank: int = PowerSGDConfig.rank,
+        start_step: int = PowerSGDConfig.start_step,
+        min_compression_rate: float = PowerSGDConfig.min_compression_rate,
+        use_error_feedback: bool = PowerSGDConfig.use_error_feedback,
+        warm_start: bool = PowerSGDConfig.warm_start,
+        orthogonalization_epsilon: float = PowerSGDConfig.orthogonalization_epsilon,
         seed: int = 0,
     ) -> None:
         self.rank = rank

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from gradsync.compressors.choices import QSGD_MAX_LEVELS
+from gradsync.compressors.options.quantizers import QSGDConfig
 from gradsync.compressors.quantized import PackedQuantizer
 from gradsync.compressors.segments import Segments
 
@@ -28,7 +29,7 @@ class QSGDCompressor(PackedQuantizer):
     stochastic = True
     error_feedback = False
 
-    def __init__(self, *, levels: int = 127, seed: int = 0) -> None:
+    def __init__(self, *, levels: int = QSGDConfig.levels, seed: int = 0) -> None:
         super().__init__(seed=seed)
         self.bits = bits_for_levels(levels)
         self.levels = levels

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from gradsync.compressors.options.quantizers import TernGradConfig
 from gradsync.compressors.quantized import PackedQuantizer
 from gradsync.compressors.segments import Segments
 from gradsync.compressors.ternary import TERNARY_BITS, clip_segments_by_std, codes_at_scalers
@@ -29,10 +30,10 @@ class TernGradCompressor(PackedQuantizer):
     def __init__(
         self,
         *,
-        clip: float = 2.5,
-        share_scalers: bool = True,
-        quantize_last: bool = False,
-        float_every_epochs: int = 0,
+        clip: float = TernGradConfig.clip,
+        share_scalers: bool = TernGradConfig.share_scalers,
+        quantize_last: bool = TernGradConfig.quantize_last,
+        float_every_epochs: int = TernGradConfig.float_every_epochs,
         seed: int = 0,
     ) -> None:
         super().__init__(seed=seed)

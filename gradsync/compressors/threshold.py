@@ -18,6 +18,7 @@ from typing_extensions import Unpack
 from gradsync.comm.collective import LENGTHS_SYNC
 from gradsync.comm.host_sync import host_sync
 from gradsync.compressors.exchange import UNION_SYNCS, ExchangedSparsifier
+from gradsync.compressors.options.sparsifiers import ThresholdConfig
 from gradsync.compressors.selection import threshold_for_density, threshold_indices
 from gradsync.compressors.warmup import WarmupArgs
 
@@ -35,7 +36,7 @@ class ThresholdCompressor(ExchangedSparsifier):
         *,
         density: float,
         threshold: float | None = None,
-        exchange: str = "union",
+        exchange: str = ThresholdConfig.exchange,
         **warmup: Unpack[WarmupArgs],
     ) -> None:
         super().__init__(density=density, exchange=exchange, **warmup)

@@ -13,6 +13,7 @@ from typing_extensions import Unpack
 
 from gradsync.compressors.choices import SCOPES
 from gradsync.compressors.exchange import ExchangedSparsifier
+from gradsync.compressors.options.sparsifiers import TopKConfig
 from gradsync.compressors.selection import per_tensor_topk_indices, topk_indices
 from gradsync.compressors.sparse import density_k
 from gradsync.compressors.warmup import WarmupArgs
@@ -25,8 +26,8 @@ class TopKCompressor(ExchangedSparsifier):
         self,
         *,
         density: float,
-        exchange: str = "union",
-        scope: str = "global",
+        exchange: str = TopKConfig.exchange,
+        scope: str = TopKConfig.scope,
         **warmup: Unpack[WarmupArgs],
     ) -> None:
         super().__init__(density=density, exchange=exchange, **warmup)

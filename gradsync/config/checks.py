@@ -1,5 +1,11 @@
-"""What a job's settings must satisfy, and the error that says which to change. A leaf: nothing
-of gradsync is imported here, so schemas, the command line and workers all use it.
+"""What a job's settings must satisfy, declared on the options, and the error that says which to
+change. A leaf: nothing of gradsync is imported here, so every family's options, the command
+line and the workers all use it.
+
+An option is a dataclass field made with ``option(default, ...)``: its range, choices, what
+null means and a hint are declared with it, and ``Options.__post_init__`` checks them when the
+composed config becomes objects (``OmegaConf.to_object``), in the launching process, before any
+output is written. What relates two options is a ``Rule`` the class declares in ``RULES``.
 
 ``SettingError`` is a job's settings failing where they are used, said in one line that names
 the setting to change: the command line refuses such a job before it starts (exit 2), and a
@@ -8,6 +14,12 @@ traceback, as its rank's failure.
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar
 
 
 class SettingError(ValueError):
@@ -20,6 +32,139 @@ def require(ok: bool, message: str) -> None:
         raise SettingError(message)
 
 
+@dataclass(frozen=True)
+class Check:
+    """What one option's value must be (None, where the option's type allows it, always
+    passes). Each bound is inclusive (``at_least``, ``at_most``) or exclusive (``above``,
+    ``below``); ``each`` applies them to every entry of a list."""
+
+    at_least: float | None = None
+    above: float | None = None
+    at_most: float | None = None
+    below: float | None = None
+    choices: tuple[Any, ...] = ()
+    each: bool = False
+    min_entries: int | None = None
+    nullable: bool = False
+    """Null is allowed (said as "or null" in the message)."""
+    hint: str = ""
+    """What a boundary value means, said after the range: "(0: off)"."""
+    problem: Callable[[Any], str | None] | None = None
+    """Anything else the value must be: the reason it is not (one line), or None."""
+    json_fields: tuple[str, ...] = ()
+    """The keys a JSON file the option names must hold; ``json_what`` says what the file is."""
+    json_what: str = ""
+
+    def failure(self, key: str, value: Any) -> str | None:
+        """Why ``value`` of the option ``key`` is not allowed, or None."""
+        if value is None:
+            return None
+        if self.min_entries is not None and len(value) < self.min_entries:
+            entries = "entry" if self.min_entries == 1 else "entries"
+            return f"{key} needs at least {self.min_entries} {entries}, got {_given(value)}"
+        values = list(value) if self.each else [value]
+        if self.choices and any(v not in self.choices for v in values):
+            if all(isinstance(c, str) for c in self.choices):
+                return f"unknown {key} '{value}'; valid: {', '.join(self.choices)}"
+            return f"{key} must be {_either(self.choices)}, got {_given(value)}"
+        if not all(self._in_range(v) for v in values):
+            what = f"{key} entries" if self.each else key
+            null = " or null" if self.nullable else ""
+            hint = f" {self.hint}" if self.hint else ""
+            return f"{what} must be {self._range()}{null}{hint}, got {_given(value)}"
+        if self.problem is not None:
+            problem = self.problem(value)
+            if problem is not None:
+                return problem
+        if self.json_fields:
+            return json_object_problem(value, key, self.json_fields, self.json_what)
+        return None
+
+    def _in_range(self, value: Any) -> bool:
+        return (
+            (self.at_least is None or value >= self.at_least)
+            and (self.above is None or value > self.above)
+            and (self.at_most is None or value <= self.at_most)
+            and (self.below is None or value < self.below)
+        )
+
+    def _range(self) -> str:
+        low, low_open = (self.above, True) if self.above is not None else (self.at_least, False)
+        high, high_open = (self.below, True) if self.below is not None else (self.at_most, False)
+        if low is not None and high is not None:
+            opening, closing = "(" if low_open else "[", ")" if high_open else "]"
+            return f"in {opening}{_shown(low)}, {_shown(high)}{closing}"
+        if low is not None:
+            return f"{'>' if low_open else '>='} {_shown(low)}"
+        return f"{'<' if high_open else '<='} {_shown(high)}"
+
+
+def option(default: Any = MISSING, *, default_factory: Any = MISSING, **check: Any) -> Any:
+    """A field with ``default`` (or ``default_factory``) whose value must pass
+    ``Check(**check)``; a default of None makes null allowed."""
+    declared = Check(nullable=check.pop("nullable", default is None), **check)
+    return field(default=default, default_factory=default_factory, metadata={"check": declared})
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What two or more options of one class must satisfy together: ``holds(options)``, else
+    the one line ``says(options)``."""
+
+    holds: Callable[[Any], bool]
+    says: Callable[[Any], str]
+
+
+class Options:
+    """Base of every options class (a dataclass): ``GROUP`` is the config key its options sit
+    under (``compressor``, ``trainer``, ``logger.wandb``); the fields' declared checks, then
+    the class's ``RULES``, run when it is built."""
+
+    GROUP: ClassVar[str] = ""
+    RULES: ClassVar[tuple[Rule, ...]] = ()
+
+    def __post_init__(self) -> None:
+        for problem in option_problems(self):
+            raise SettingError(problem)
+
+
+def option_problems(options: Any) -> list[str]:
+    """Every declared check ``options`` fails, in field order; when none does, its first
+    failing rule."""
+    group = getattr(options, "GROUP", "")
+    problems = []
+    for spec in fields(options):
+        check: Check | None = spec.metadata.get("check")
+        if check is not None:
+            key = f"{group}.{spec.name}" if group else spec.name
+            problem = check.failure(key, getattr(options, spec.name))
+            if problem is not None:
+                problems.append(problem)
+    if problems:  # rules assume each option is valid on its own
+        return problems
+    for rule in getattr(options, "RULES", ()):  # and each rule, that the ones before it hold
+        if not rule.holds(options):
+            return [rule.says(options)]
+    return []
+
+
+def json_object_problem(path: str, key: str, fields: Sequence[str], what: str) -> str | None:
+    """Why the file ``key`` names is not a JSON object with ``fields`` (``what``: what the file
+    should be, for the message); None when it is."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (FileNotFoundError, IsADirectoryError):
+        return f"{key}: no file {path!r} ({what})"
+    except OSError as exc:
+        return f"{key}: cannot read {path} ({exc.strerror}); give {what}"
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"{key}: {path} is not JSON ({exc}); give {what}"
+    missing = [name for name in fields if not isinstance(data, dict) or name not in data]
+    if missing:
+        return f"{key}: {path} has no {', '.join(missing)}; give {what}"
+    return None
+
+
 def too_few_samples(num_samples: int, *, batch_size: int, workers: int) -> str | None:
     """Why a training set of ``num_samples`` cannot give every one of ``workers`` workers one
     batch of ``batch_size`` a step, or None."""
@@ -30,3 +175,24 @@ def too_few_samples(num_samples: int, *, batch_size: int, workers: int) -> str |
         f"the training set has {num_samples} samples, fewer than one global batch of "
         f"{global_batch} (trainer.batch_size × trainer.workers): lower either"
     )
+
+
+def _given(value: Any) -> str:
+    """A setting's value as the job has it (2.0 for a float field given 2)."""
+    return str(list(value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _shown(value: Any) -> str:
+    """A bound as one writes it: 1 rather than 1.0."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return f"[{', '.join(_shown(v) for v in value)}]"
+    return str(value)
+
+
+def _either(choices: Sequence[Any]) -> str:
+    shown = [_shown(c) for c in choices]
+    if len(shown) <= 2:
+        return " or ".join(shown)
+    return f"one of {', '.join(shown)}"

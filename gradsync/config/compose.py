@@ -23,6 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 from gradsync.cluster.backends import BackendRefused, choose_backends
 from gradsync.cluster.capacity import FORCE, capacity_problem, gpu_sharing_problem
 from gradsync.cluster.devices import missing_gpu, workers_per_gpu
+from gradsync.compressors.options.base import CompressorConfig
 from gradsync.config.checks import too_few_samples
 from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG
 from gradsync.config.schema import (
@@ -33,7 +34,6 @@ from gradsync.config.schema import (
     TrainConfig,
     register_schemas,
 )
-from gradsync.config.schemas.compressors import CompressorConfig
 from gradsync.config.schemas.feedback import FeedbackConfig
 from gradsync.config.schemas.runners import RunnerConfig
 from gradsync.schedulers.registry import (
@@ -347,15 +347,14 @@ def _check_compressor_fits_job(cfg: DictConfig, typed: TrainConfig) -> None:
 
 
 def _check_scheduler_fits_compressor(cfg: DictConfig, typed: TrainConfig) -> None:
-    """A scheduler that all-reduces (wfbp) needs payloads that add up. Whether they do depends
-    on the compressor's settings, so the compressor is built (only for such schedulers)."""
-    spec = spec_of(typed.scheduler)
-    if not spec.capabilities.allreduces:
+    """A scheduler that all-reduces (wfbp) needs payloads that add up, which can depend on the
+    compressor's settings (its options say: ``adds_up``)."""
+    compressor = typed.compressor
+    if not isinstance(compressor, CompressorConfig):
         return
-    from gradsync.config.instantiate import build
-
-    compressor = build(cfg.compressor, path="compressor")
-    problem = allreducible_problem(spec.name, _compressor_name(cfg), compressor)
+    problem = allreducible_problem(
+        spec_of(typed.scheduler).name, _compressor_name(cfg), compressor.adds_up()
+    )
     if problem is not None:
         raise ConfigError(problem)
 

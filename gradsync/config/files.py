@@ -3,7 +3,6 @@ line that names the setting to change."""
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -15,23 +14,6 @@ CONFIG_MODULE = "gradsync.conf"
 (``pyproject.toml``)."""
 ROOT_CONFIG = "train"
 ROOT_CONFIG_FILE = Path(str(resources.files(CONFIG_MODULE) / f"{ROOT_CONFIG}.yaml"))
-
-
-def json_object_problem(path: str, key: str, fields: Sequence[str], what: str) -> str | None:
-    """Why the file ``key`` names is not a JSON object with ``fields`` (``what``: what the file
-    should be, for the message); None when it is."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (FileNotFoundError, IsADirectoryError):
-        return f"{key}: no file {path!r} ({what})"
-    except OSError as exc:
-        return f"{key}: cannot read {path} ({exc.strerror}); give {what}"
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return f"{key}: {path} is not JSON ({exc}); give {what}"
-    missing = [name for name in fields if not isinstance(data, dict) or name not in data]
-    if missing:
-        return f"{key}: {path} has no {', '.join(missing)}; give {what}"
-    return None
 
 
 def output_dir_problem(overrides: Sequence[str], *, sweep: bool) -> str | None:

@@ -4,10 +4,11 @@ One source feeds ``gradsync run GROUP=OPTION --help`` and the documentation's co
 reference (``make reference``), so neither can drift from the schemas:
 
 - a key's meaning is the docstring under its field in the option's schema (a dataclass in
-  ``gradsync/config/schema.py`` or ``gradsync/config/schemas/``), its default is the composed
-  option's value (the YAML file may change the schema's), its type the field's annotation;
-- an option's meaning is its scheduler's registry ``summary``, or else the comment that opens
-  its YAML file in ``conf/<group>/``.
+  ``gradsync/config/schema.py``, ``gradsync/config/schemas/`` or a family's options), its
+  default is the composed option's value (the YAML file may change the schema's), its type the
+  field's annotation;
+- an option's meaning is its scheduler's registry ``summary``, its compressor options' class
+  docstring, or else the comment that opens its YAML file in ``conf/<group>/``.
 
 The reference page is committed (``docs/reference/config.md``, readable without building the
 site); ``make reference`` rewrites it, and the docs build and a test fail while it is stale.
@@ -218,10 +219,13 @@ def _dotted(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def option_meaning(group: str, option: str) -> str:
+    from gradsync.compressors.registry import summary
     from gradsync.schedulers.registry import SCHEDULERS
 
     if group == "scheduler":
         return SCHEDULERS[option].summary
+    if group == "compressor":
+        return _plain(summary(option))
     return _yaml_comment(group, option)
 
 
@@ -340,7 +344,7 @@ def reference_markdown(docs: dict[str, list[OptionDoc]], method_pages: dict[str,
         "# Configuration reference",
         "",
         "Generated from the schemas (`gradsync/config/schema.py`, `gradsync/config/schemas/`, "
-        "the scheduler registry) and the options' YAML files in `conf/`, as "
+        "the compressors' and schedulers' registries) and the options' YAML files in `conf/`, as "
         "`gradsync run GROUP=OPTION --help` shows them. Set a key with `key=value` on the "
         "command line; choose an option with `group=option`.",
         "",

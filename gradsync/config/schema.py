@@ -20,7 +20,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 
 from gradsync.cluster.run_name import torchrun_run_name
-from gradsync.config.checks import require
+from gradsync.config.checks import Options, Rule, option
 from gradsync.data import loader_workers
 
 if TYPE_CHECKING:
@@ -60,30 +60,16 @@ class LRSchedule(Enum):
     poly = "poly"
 
 
-def require_at_least(key: str, value: float, minimum: float) -> None:
-    require(value >= minimum, f"{key} must be >= {minimum}, got {value}")
-
-
-def require_positive(key: str, value: float) -> None:
-    require(value > 0, f"{key} must be > 0, got {value}")
-
-
-def require_choice(key: str, value: str, valid: tuple[str, ...]) -> None:
-    require(value in valid, f"unknown {key} '{value}'; valid: {', '.join(valid)}")
-
-
-def require_json_file(path: str | None, key: str, fields: tuple[str, ...], what: str) -> None:
-    """``path`` (when given) must be a JSON object with ``fields``: ``what`` says what it is."""
-    if path is not None:
-        from gradsync.config.files import json_object_problem
-
-        problem = json_object_problem(path, key, fields, what)
-        require(problem is None, str(problem))
+def _adam_betas_problem(betas: list[float]) -> str | None:
+    if len(betas) == 2 and all(0 <= beta < 1 for beta in betas):
+        return None
+    return f"trainer.adam_betas must be two numbers in [0, 1), got {list(betas)}"
 
 
 @dataclass
-class TrainerConfig:
-    workers: int = 2
+class TrainerConfig(Options):
+    GROUP: ClassVar[str] = "trainer"
+    workers: int = option(2, at_least=1)
     """Worker processes (data-parallel ranks)."""
     device: Device = Device.cpu
     """cpu, or cuda: the workers of a node placed round robin over its visible GPUs (more
@@ -96,21 +82,21 @@ class TrainerConfig:
     """fp32; bf16 or fp16: the forward pass and loss under ``torch.autocast``; fp16 also scales
     the loss (``torch.amp.GradScaler``), skipping a step whose gradients overflow on any
     worker."""
-    epochs: int = 10
+    epochs: int = option(10, at_least=1)
     """Passes over each worker's shard of the training set."""
-    max_steps: int | None = None
+    max_steps: int | None = option(None, at_least=1)
     """Stop after this many optimizer steps in total (None: run all epochs)."""
-    batch_size: int = 32
+    batch_size: int = option(32, at_least=1)
     """Samples per worker per step; the global batch is workers × batch_size."""
-    lr: float = 0.05
+    lr: float = option(0.05, above=0)
     """Learning rate of the optimizer (before lr_schedule)."""
     optimizer: OptimizerName = OptimizerName.sgd
     """sgd (with momentum, nesterov, weight_decay) or adam (adam_betas, weight_decay)."""
-    momentum: float = 0.9
+    momentum: float = option(0.9, at_least=0, below=1)
     """SGD momentum (0: none); set 0 with compressors that apply their own (dgc)."""
     nesterov: bool = False
     """Nesterov momentum for sgd (needs momentum > 0)."""
-    weight_decay: float = 0.0
+    weight_decay: float = option(0.0, at_least=0)
     """L2 penalty the optimizer adds to every parameter's gradient."""
     lr_schedule: LRSchedule = LRSchedule.constant
     """constant; step: times lr_gamma every lr_step_epochs; multistep: times lr_gamma at each of
@@ -121,37 +107,39 @@ class TrainerConfig:
     """Epochs at which lr_schedule=multistep multiplies the rate by lr_gamma."""
     lr_gamma: float = 0.1
     """Factor of each decay of lr_schedule=step and multistep."""
-    lr_power: float = 0.5
+    lr_power: float = option(0.5, above=0)
     """Exponent of lr_schedule=poly: lr · (1 - step/total_steps) ** lr_power."""
-    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    adam_betas: list[float] = option(
+        default_factory=lambda: [0.9, 0.999], problem=_adam_betas_problem
+    )
     """Adam's two moment decay rates (optimizer=adam)."""
     seed: int = 0
     """Seed of the model's initialization, data order and random compressors; every worker draws the
     same model."""
-    log_every: int = 10
+    log_every: int = option(10, at_least=1)
     """Log training metrics every this many steps (metrics.jsonl, console, wandb)."""
-    eval_every_epochs: int = 1
+    eval_every_epochs: int = option(1, at_least=1)
     """Evaluate on the test split every this many epochs (and after the last)."""
     checkpoint: bool = True
     """Save a resumable checkpoint at every epoch end and at the last step."""
     resume: str | None = None
     """A checkpoint directory, or a run directory whose latest checkpoint is used."""
-    threads_per_worker: int = 1
+    threads_per_worker: int = option(1, at_least=1)
     """torch's intra-op threads in each worker process."""
-    loader_workers: str = "auto"
+    loader_workers: str = option("auto", problem=loader_workers.setting_problem)
     """Loader processes per worker for a dataset read from disk (imagenet; datasets held in
     memory use none): auto, the worker's share of its cores less its compute threads (at most
     16), or a number (0: load in the training process)."""
-    eval_batch_size: int = 256
+    eval_batch_size: int = option(256, at_least=1)
     """Samples per batch when evaluating."""
-    comm_timeout_s: int = 120
+    comm_timeout_s: int = option(120, at_least=1)
     """A collective that gets no reply from a peer for this long fails the job (a worker that
     hangs or died inside a collective), instead of waiting forever."""
-    check_host_syncs_from: int | None = None
+    check_host_syncs_from: int | None = option(None, at_least=0)
     """From this step on, a training step that makes a host synchronization its scheduler and
     compressor do not declare fails the job (on a GPU, under torch.cuda's sync debug mode; on
     the CPU, the declared points reached are checked). For developers of a method; null: off."""
-    servers: int = 1
+    servers: int = option(1, at_least=1)
     """Parameter-server processes, started besides the workers when the scheduler uses a
     parameter server (ps_bsp, asp, ssp; osp takes exactly 1); they hold the global model and
     aggregate."""
@@ -166,38 +154,12 @@ class TrainerConfig:
     )
     """Processes a runner starts: the workers, then the servers (ranks workers..). Derived."""
 
-    def __post_init__(self) -> None:
-        require(self.workers >= 1, f"trainer.workers must be >= 1, got {self.workers}")
-        require(self.servers >= 1, f"trainer.servers must be >= 1, got {self.servers}")
-        require(self.epochs >= 1, f"trainer.epochs must be >= 1, got {self.epochs}")
-        require(
-            self.max_steps is None or self.max_steps >= 1,
-            f"trainer.max_steps must be >= 1 or null, got {self.max_steps}",
-        )
-        require(self.batch_size >= 1, f"trainer.batch_size must be >= 1, got {self.batch_size}")
-        require(self.lr > 0, f"trainer.lr must be > 0, got {self.lr}")
-        require(0 <= self.momentum < 1, f"trainer.momentum must be in [0, 1), got {self.momentum}")
-        require(self.weight_decay >= 0, "trainer.weight_decay must be >= 0")
-        require(self.lr_power > 0, f"trainer.lr_power must be > 0, got {self.lr_power}")
-        require(
-            len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),
-            f"trainer.adam_betas must be two numbers in [0, 1), got {list(self.adam_betas)}",
-        )
-        require(self.log_every >= 1, f"trainer.log_every must be >= 1, got {self.log_every}")
-        require(self.eval_every_epochs >= 1, "trainer.eval_every_epochs must be >= 1")
-        require(self.threads_per_worker >= 1, "trainer.threads_per_worker must be >= 1")
-        problem = loader_workers.setting_problem(self.loader_workers)
-        require(problem is None, str(problem))
-        require(self.eval_batch_size >= 1, "trainer.eval_batch_size must be >= 1")
-        require(self.comm_timeout_s >= 1, "trainer.comm_timeout_s must be >= 1")
-        require(
-            self.check_host_syncs_from is None or self.check_host_syncs_from >= 0,
-            "trainer.check_host_syncs_from must be >= 0 or null",
-        )
-        require(
-            not (self.nesterov and self.momentum == 0),
-            "trainer.nesterov=true needs trainer.momentum > 0",
-        )
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: not (o.nesterov and o.momentum == 0),
+            lambda o: "trainer.nesterov=true needs trainer.momentum > 0",
+        ),
+    )
 
 
 # ---- what a model or dataset is for ------------------------------------------------------------
@@ -276,10 +238,10 @@ def _collect_schemas() -> dict[str, dict[str, type]]:
     for info in pkgutil.iter_modules(schemas.__path__):
         module = importlib.import_module(f"{schemas.__name__}.{info.name}")
         for group, options in getattr(module, "SCHEMAS", {}).items():
-            for option, node in options.items():
-                if option in collected.setdefault(group, {}):
-                    raise RuntimeError(f"schema {group}/{option} is defined twice")
-                collected[group][option] = node
+            for name, node in options.items():
+                if name in collected.setdefault(group, {}):
+                    raise RuntimeError(f"schema {group}/{name} is defined twice")
+                collected[group][name] = node
     return collected
 
 
@@ -293,9 +255,12 @@ def option_schema(node: Any, group: str) -> type | None:
     if kind is not None and is_dataclass(kind):
         return kind
     target = node.get("_target_")
+    from gradsync.compressors.registry import COMPRESSORS
+
+    schemas = {**_collect_schemas(), "compressor": COMPRESSORS}
     built = [
         schema
-        for schema in _collect_schemas().get(group, {}).values()
+        for schema in schemas.get(group, {}).values()
         if target is not None and getattr(schema, "_target_", None) == target
     ]
     return built[0] if len(built) == 1 else None
@@ -357,6 +322,7 @@ def _colocated(servers: int, colocate: bool, parameter_server: bool) -> int:
 
 
 def register_schemas() -> None:
+    from gradsync.compressors.registry import store_options as store_compressor_options
     from gradsync.config.slurm_launcher import store_launcher as store_slurm_launcher
     from gradsync.schedulers.registry import store_options as store_scheduler_options
 
@@ -375,6 +341,7 @@ def register_schemas() -> None:
     store.store(name="schema_train", node=TrainConfig)
     store_slurm_launcher()
     store_scheduler_options()
+    store_compressor_options()
     for group, options in _collect_schemas().items():
-        for option, node in options.items():
-            store.store(group=f"schema/{group}", name=option, node=node)
+        for name, node in options.items():
+            store.store(group=f"schema/{group}", name=name, node=node)

@@ -16,6 +16,7 @@ from typing import ClassVar
 import torch
 from torchvision.datasets import CIFAR10, CIFAR100
 
+from gradsync.config.schemas.images import Cifar10Config
 from gradsync.data.image_batches import ImageBatches, Normalization, PadCropFlip
 from gradsync.data.memory import TensorSplit
 from gradsync.data.spec import DataSpec, DataSplits
@@ -47,7 +48,12 @@ class Cifar10:
     unchecked: ClassVar[type[CIFAR10]] = _UncheckedCIFAR10
 
     def __init__(
-        self, *, root: str, download: bool = False, verify: bool = True, augment: bool = True
+        self,
+        *,
+        root: str,
+        download: bool = Cifar10Config.download,
+        verify: bool = Cifar10Config.verify,
+        augment: bool = Cifar10Config.augment,
     ) -> None:
         self.root = root
         self.download = download

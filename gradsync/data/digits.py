@@ -18,12 +18,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gradsync.config.schemas.datasets import DigitsConfig
 from gradsync.data.memory import TensorSplit
 from gradsync.data.spec import DataSpec, DataSplits
 
 
 class Digits:
-    def __init__(self, *, test_fraction: float = 0.2, split_seed: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        test_fraction: float = DigitsConfig.test_fraction,
+        split_seed: int = DigitsConfig.split_seed,
+    ) -> None:
         self.test_fraction = test_fraction
         self.split_seed = split_seed
 

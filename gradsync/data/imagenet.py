@@ -9,13 +9,19 @@ from __future__ import annotations
 
 from torchvision.datasets import ImageFolder
 
+from gradsync.config.schemas.images import ImageNetConfig
 from gradsync.data import transforms
 from gradsync.data.spec import DataSpec, DataSplits
 
 
 class ImageNet:
     def __init__(
-        self, *, root: str, download: bool = False, image_size: int = 224, augment: bool = True
+        self,
+        *,
+        root: str,
+        download: bool = ImageNetConfig.download,
+        image_size: int = ImageNetConfig.image_size,
+        augment: bool = ImageNetConfig.augment,
     ) -> None:
         if download:  # the schema refuses it first; this guards direct use
             raise ValueError("imagenet cannot be downloaded automatically; place it by hand")

@@ -13,6 +13,7 @@ from typing import ClassVar
 from torchvision.datasets import MNIST as TorchMNIST
 from torchvision.datasets import FashionMNIST as TorchFashionMNIST
 
+from gradsync.config.schemas.images import MNISTConfig
 from gradsync.data.image_batches import ImageBatches, Normalization
 from gradsync.data.memory import TensorSplit
 from gradsync.data.spec import DataSpec, DataSplits
@@ -23,7 +24,7 @@ class MNIST:
     loader: ClassVar[type[TorchMNIST]] = TorchMNIST
     stats: ClassVar[Stats] = MNIST_STATS
 
-    def __init__(self, *, root: str, download: bool = False) -> None:
+    def __init__(self, *, root: str, download: bool = MNISTConfig.download) -> None:
         self.root = root
         self.download = download
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gradsync.config.schemas.recsys import MovieLensConfig
 from gradsync.data.implicit import implicit_feedback_splits
 from gradsync.data.layouts import MOVIELENS_RATINGS
 from gradsync.data.spec import DataSplits
@@ -63,11 +64,11 @@ class MovieLens:
         self,
         *,
         root: str,
-        download: bool = False,
-        variant: str = "ml-1m",
-        negatives: int = 4,
-        eval_negatives: int = 99,
-        seed: int = 0,
+        download: bool = MovieLensConfig.download,
+        variant: str = MovieLensConfig.variant,
+        negatives: int = MovieLensConfig.negatives,
+        eval_negatives: int = MovieLensConfig.eval_negatives,
+        seed: int = MovieLensConfig.seed,
     ) -> None:
         if variant not in MOVIELENS_RATINGS:
             raise ValueError(f"variant must be one of {', '.join(MOVIELENS_RATINGS)}")

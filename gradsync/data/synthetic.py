@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gradsync.config.schemas.images import SYNTHETIC_IMAGE_SHAPE, SyntheticConfig
 from gradsync.data.memory import PooledSplit
 from gradsync.data.spec import DataSpec, DataSplits
 
@@ -44,15 +45,15 @@ class Synthetic:
     def __init__(
         self,
         *,
-        kind: str = "images",
-        num_samples: int = 50_000,
-        num_test_samples: int = 1_000,
-        pool_size: int = 256,
-        image_shape: list[int] | tuple[int, ...] = (3, 32, 32),
-        num_classes: int = 10,
-        seq_len: int = 128,
-        vocab_size: int = 10_000,
-        seed: int = 0,
+        kind: str = SyntheticConfig.kind,
+        num_samples: int = SyntheticConfig.num_samples,
+        num_test_samples: int = SyntheticConfig.num_test_samples,
+        pool_size: int = SyntheticConfig.pool_size,
+        image_shape: list[int] | tuple[int, ...] = SYNTHETIC_IMAGE_SHAPE,
+        num_classes: int = SyntheticConfig.num_classes,
+        seq_len: int = SyntheticConfig.seq_len,
+        vocab_size: int = SyntheticConfig.vocab_size,
+        seed: int = SyntheticConfig.seed,
     ) -> None:
         if kind not in ("images", "tokens"):
             raise ValueError(f"dataset.kind must be images or tokens, got {kind!r}")

@@ -14,6 +14,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from gradsync.config.schemas.text import WikiText2Config
 from gradsync.data.layouts import PTB_FILES, WIKITEXT2_FILES
 from gradsync.data.memory import InMemorySplit
 from gradsync.data.spec import DataSpec, DataSplits
@@ -72,9 +73,9 @@ class WordCorpus:
         self,
         *,
         root: str,
-        download: bool = False,
-        seq_len: int = 35,
-        eval_split: str = "valid",
+        download: bool = WikiText2Config.download,
+        seq_len: int = WikiText2Config.seq_len,
+        eval_split: str = WikiText2Config.eval_split,
         max_vocab: int | None = None,
         hub_name: str,
         hub_config: str | None = None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torchvision import models
 
+from gradsync.config.schemas.images import AlexNetConfig
 from gradsync.data.spec import DataSpec
 from gradsync.models.variants import in_channels, resolve_variant
 
@@ -22,7 +23,13 @@ STEM_CHANNELS = 64
 
 
 class AlexNet(nn.Module):
-    def __init__(self, *, spec: DataSpec, dropout: float = 0.5, variant: str = "auto") -> None:
+    def __init__(
+        self,
+        *,
+        spec: DataSpec,
+        dropout: float = AlexNetConfig.dropout,
+        variant: str = AlexNetConfig.variant,
+    ) -> None:
         super().__init__()
         self.variant = resolve_variant(variant, spec)
         net = models.alexnet(weights=None, num_classes=spec.num_classes, dropout=dropout)

@@ -11,6 +11,7 @@ import math
 
 from torch import Tensor, nn
 
+from gradsync.config.schemas.images import CifarNetConfig
 from gradsync.data.spec import DataSpec
 from gradsync.models.variants import in_channels
 
@@ -29,7 +30,7 @@ def same_pool() -> nn.MaxPool2d:
 
 
 class CifarNet(nn.Module):
-    def __init__(self, *, spec: DataSpec, dropout: float = 0.5) -> None:
+    def __init__(self, *, spec: DataSpec, dropout: float = CifarNetConfig.dropout) -> None:
         super().__init__()
         _, height, width = spec.input_shape
         self.features = nn.Sequential(

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from torchvision import models
 from torchvision.models import ResNet as TorchResNet
 
+from gradsync.config.schemas.images import ResNetConfig
 from gradsync.data.spec import DataSpec
 from gradsync.models.variants import in_channels, kaiming_conv, resolve_variant
 
@@ -26,7 +27,7 @@ BUILDERS: dict[int, Callable[..., TorchResNet]] = {
 
 
 class ResNet(nn.Module):
-    def __init__(self, *, spec: DataSpec, depth: int, variant: str = "auto") -> None:
+    def __init__(self, *, spec: DataSpec, depth: int, variant: str = ResNetConfig.variant) -> None:
         super().__init__()
         if depth not in BUILDERS:
             raise ValueError(f"model.depth must be one of {sorted(BUILDERS)}, got {depth}")

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from torch import Tensor, nn
 from torchvision.models import vgg
 
+from gradsync.config.schemas.images import VGGConfig
 from gradsync.data.spec import DataSpec
 from gradsync.models.variants import in_channels, kaiming_conv, resolve_variant
 
@@ -48,7 +49,12 @@ def imagenet_vgg(depth: int, batch_norm: bool, num_classes: int) -> nn.Module:
 
 class VGG(nn.Module):
     def __init__(
-        self, *, spec: DataSpec, depth: int, batch_norm: bool = True, variant: str = "auto"
+        self,
+        *,
+        spec: DataSpec,
+        depth: int,
+        batch_norm: bool = VGGConfig.batch_norm,
+        variant: str = VGGConfig.variant,
     ) -> None:
         super().__init__()
         if depth not in CONFIGS:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from hydra.core.config_store import ConfigStore
 
+from gradsync.compressors.registry import allreducible_choices
 from gradsync.schedulers.allreduce.config import AllreduceConfig
 from gradsync.schedulers.deft.config import DeftSchedulerConfig
 from gradsync.schedulers.pipelined.config import (
@@ -34,12 +35,6 @@ if TYPE_CHECKING:
     from gradsync.projection.predict import Estimate, Job
 
 CostModel = Callable[["Job"], "Estimate"]
-
-ALLREDUCIBLE_COMPRESSORS = (
-    "compressor=none, fp16, bf16, randomk, cltk, deft or powersgd, or topk/threshold/dgc with "
-    "compressor.exchange=union"
-)
-"""What to use instead, for a scheduler that all-reduces and a compressor that all-gathers."""
 
 
 @dataclass(frozen=True)
@@ -348,32 +343,32 @@ def runs_servers(scheduler: Any) -> bool:
     return any(spec.capabilities.parameter_server for spec in specs_like(scheduler))
 
 
-def _cannot_sum(scheduler: str, compressor: Any) -> bool:
+def _cannot_sum(scheduler: str, adds_up: bool) -> bool:
     """The one rule: a scheduler that sums payloads on the wire needs a compressor whose
     payloads add up (which can depend on its settings: ``exchange``)."""
     spec = SCHEDULERS.get(scheduler)  # an engine built directly may have no entry: it sums
     sums = spec is None or spec.capabilities.allreduces
-    return sums and not compressor.allreducible
+    return sums and not adds_up
 
 
-def allreducible_problem(scheduler: str, compressor_name: str, compressor: Any) -> str | None:
-    """Why ``compressor`` cannot go with ``scheduler`` (``_cannot_sum``), as the config checks
-    say it; else None."""
-    if not _cannot_sum(scheduler, compressor):
+def allreducible_problem(scheduler: str, compressor_name: str, adds_up: bool) -> str | None:
+    """Why a compressor whose payloads add up or not (``adds_up``) cannot go with
+    ``scheduler`` (``_cannot_sum``), as the config checks say it; else None."""
+    if not _cannot_sum(scheduler, adds_up):
         return None
     return (
         f"scheduler={scheduler} all-reduces, but compressor={compressor_name} all-gathers its "
-        f"payloads; use {ALLREDUCIBLE_COMPRESSORS}"
+        f"payloads; use {allreducible_choices()}"
     )
 
 
 def require_allreducible(scheduler: str, sums: str, compressor: Any) -> None:
     """For an engine built directly (not from a checked config): ValueError if
     ``_cannot_sum``, naming what the scheduler sums (``sums``)."""
-    if _cannot_sum(scheduler, compressor):
+    if _cannot_sum(scheduler, compressor.allreducible):
         raise ValueError(
             f"scheduler={scheduler} all-reduces {sums}, so it needs a compressor whose payloads "
-            f"add up: {ALLREDUCIBLE_COMPRESSORS}"
+            f"add up: {allreducible_choices()}"
         )
 
 

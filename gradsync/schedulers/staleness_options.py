@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gradsync.schedulers.options import SchedulerOptions, option
+from gradsync.config.checks import option
+from gradsync.schedulers.options import SchedulerOptions
 
 NONE, MOMENTUM, DELAY_COMPENSATION, LEARNING_RATE = "none", "momentum", "dc", "lr"
 PREDICTION = "predict"

@@ -198,7 +198,8 @@ def _refused(scheduler: str, compressor) -> bool:
     """What the config layer refuses: an all-reducing scheduler with payloads that do not add
     up, or compression for a scheduler that takes none."""
     return (
-        allreducible_problem(scheduler, type(compressor).__name__, compressor) is not None
+        allreducible_problem(scheduler, type(compressor).__name__, compressor.allreducible)
+        is not None
         or SCHEDULERS[scheduler].capabilities.dense_only
     )
 

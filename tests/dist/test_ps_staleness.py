@@ -17,8 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
 from gradsync.comm.collective import TorchCollective
+from gradsync.compressors.options.base import NoneCompressorConfig
 from gradsync.config.schema import TrainerConfig
-from gradsync.config.schemas.compressors import NoneCompressorConfig
 from gradsync.config.schemas.feedback import NoneFeedbackConfig
 from gradsync.schedulers.ps.config import AspConfig, SspConfig
 from gradsync.schedulers.ps.groups import make_groups

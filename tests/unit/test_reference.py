@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gradsync.cli.run_args import parse_run_args, run_help
+from gradsync.compressors.options.sparsifiers import DGCConfig, TopKConfig
 from gradsync.config.compose import ConfigError
 from gradsync.config.reference import (
     KeyDoc,
@@ -22,7 +23,6 @@ from gradsync.config.reference import (
     reference_markdown,
     undocumented,
 )
-from gradsync.config.schemas.sparsifiers import DGCConfig, TopKConfig
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -4,8 +4,9 @@ digits)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from gradsync.config.checks import require
+from gradsync.config.checks import Options, option
 from gradsync.config.schema import TaskBound
 
 DIGITS = 1797
@@ -13,18 +14,13 @@ DIGITS = 1797
 
 
 @dataclass
-class DigitsConfig(TaskBound):
+class DigitsConfig(TaskBound, Options):
+    GROUP: ClassVar[str] = "dataset"
     _target_: str = "gradsync.data.digits.Digits"
-    test_fraction: float = 0.2
+    test_fraction: float = option(0.2, above=0, below=1)
     """Fraction of scikit-learn's 1,797 digits held out as the test split."""
     split_seed: int = 0
     """Seed of the train/test split (fixed, so every run tests on the same images)."""
-
-    def __post_init__(self) -> None:
-        require(
-            0 < self.test_fraction < 1,
-            f"dataset.test_fraction must be in (0, 1), got {self.test_fraction}",
-        )
 
     def train_samples(self) -> int:
         return DIGITS - round(self.test_fraction * DIGITS)  # as gradsync.data.digits splits

@@ -3,88 +3,76 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from gradsync.config.checks import require
+from gradsync.config.checks import Options, Rule, option
 from gradsync.config.schema import FileDatasetConfig, TaskBound
 from gradsync.models.variant_names import VARIANTS  # torch-free: composing stays fast
 
 
 # ---- models -------------------------------------------------------------------------------
 @dataclass
-class ImageModelConfig(TaskBound):
+class ImageModelConfig(TaskBound, Options):
+    GROUP: ClassVar[str] = "model"
     variant: str = "auto"
     """cifar (small-image stem/head), imagenet (torchvision's), auto: cifar up to 64 px high."""
 
-    def __post_init__(self) -> None:
-        require(
-            self.variant in VARIANTS,
-            f"model.variant must be one of {', '.join(VARIANTS)}, got {self.variant}",
-        )
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: o.variant in VARIANTS,
+            lambda o: f"model.variant must be one of {', '.join(VARIANTS)}, got {o.variant}",
+        ),
+    )
 
 
 @dataclass
 class ResNetConfig(ImageModelConfig):
     _target_: str = "gradsync.models.resnet.ResNet"
     _partial_: bool = True
-    depth: int = 18
+    depth: int = option(18, choices=(18, 34, 50, 101, 152))
     """Layers: 18, 50 or 101 (torchvision's ResNets)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        depths = (18, 34, 50, 101, 152)
-        require(self.depth in depths, f"model.depth must be one of {depths}, got {self.depth}")
 
 
 @dataclass
 class VGGConfig(ImageModelConfig):
     _target_: str = "gradsync.models.vgg.VGG"
     _partial_: bool = True
-    depth: int = 16
+    depth: int = option(16, choices=(11, 13, 16, 19))
     """Layers: 16 or 19."""
     batch_norm: bool = True
     """Batch normalization after each convolution."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        depths = (11, 13, 16, 19)
-        require(self.depth in depths, f"model.depth must be one of {depths}, got {self.depth}")
 
 
 @dataclass
 class AlexNetConfig(ImageModelConfig):
     _target_: str = "gradsync.models.alexnet.AlexNet"
     _partial_: bool = True
-    dropout: float = 0.2
+    dropout: float = option(0.2, at_least=0, below=1)
     """Dropout probability of the classifier's fully connected layers."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(0 <= self.dropout < 1, f"model.dropout must be in [0, 1), got {self.dropout}")
 
 
 @dataclass
-class ResNet20Config(TaskBound):
+class ResNet20Config(TaskBound, Options):
+    GROUP: ClassVar[str] = "model"
     _target_: str = "gradsync.models.resnet20.ResNet20"
     _partial_: bool = True
 
 
 @dataclass
-class CifarNetConfig(TaskBound):
+class CifarNetConfig(TaskBound, Options):
+    GROUP: ClassVar[str] = "model"
     _target_: str = "gradsync.models.cifarnet.CifarNet"
     _partial_: bool = True
-    dropout: float = 0.5
+    dropout: float = option(0.5, at_least=0, below=1)
     """Dropout probability before the classifier."""
-
-    def __post_init__(self) -> None:
-        require(0 <= self.dropout < 1, f"model.dropout must be in [0, 1), got {self.dropout}")
 
 
 # ---- datasets -----------------------------------------------------------------------------
 @dataclass
-class Cifar10Config(FileDatasetConfig):
+class Cifar10Config(FileDatasetConfig, Options):
+    GROUP: ClassVar[str] = "dataset"
     name: ClassVar[str] = "cifar10"
     folder: ClassVar[str] = "cifar-10-batches-py"
     files: ClassVar[tuple[str, ...]] = (
@@ -115,7 +103,8 @@ IDX_LABELS_MAGIC = 2049
 
 
 @dataclass
-class MNISTConfig(FileDatasetConfig):
+class MNISTConfig(FileDatasetConfig, Options):
+    GROUP: ClassVar[str] = "dataset"
     name: ClassVar[str] = "mnist"
     folder: ClassVar[str] = "MNIST/raw"
     _target_: str = "gradsync.data.mnist.MNIST"
@@ -145,24 +134,27 @@ class FashionMNISTConfig(MNISTConfig):
 
 
 @dataclass
-class ImageNetConfig(FileDatasetConfig):
+class ImageNetConfig(FileDatasetConfig, Options):
+    GROUP: ClassVar[str] = "dataset"
     name: ClassVar[str] = "imagenet"
     streamed_from_disk: ClassVar[bool] = True
     _target_: str = "gradsync.data.imagenet.ImageNet"
     download: bool = False
     """Always false: ImageNet cannot be fetched automatically; place it under ``root`` by hand."""
-    image_size: int = 224
+    image_size: int = option(224, at_least=32)
     """Side of the square crops the model sees."""
     augment: bool = True
     """RandomResizedCrop and horizontal flip of training images (false: the val transform)."""
 
-    def __post_init__(self) -> None:
-        require(
-            not self.download,
-            "imagenet cannot be downloaded automatically; place it by hand under dataset.root "
-            "and set dataset.download=false",
-        )
-        require(self.image_size >= 32, f"dataset.image_size must be >= 32, got {self.image_size}")
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: not o.download,
+            lambda o: (
+                "imagenet cannot be downloaded automatically; place it by hand under "
+                "dataset.root and set dataset.download=false"
+            ),
+        ),
+    )
 
     def required_paths(self) -> list[str]:
         return ["train", "val"]
@@ -180,50 +172,48 @@ class ImageNetConfig(FileDatasetConfig):
         )
 
 
+SYNTHETIC_IMAGE_SHAPE = (3, 32, 32)
+"""CIFAR's images: what ``dataset=synthetic`` makes unless told otherwise."""
+
+
 @dataclass
-class SyntheticConfig(TaskBound):
+class SyntheticConfig(TaskBound, Options):
+    GROUP: ClassVar[str] = "dataset"
     _target_: str = "gradsync.data.synthetic.Synthetic"
-    kind: str = "images"
+    kind: str = option("images", choices=("images", "tokens"))
     """images (classification) or tokens (language_model)."""
-    num_samples: int = 50_000
+    num_samples: int = option(50_000, at_least=1)
     """Training samples: random inputs with random labels, for timing rather than accuracy."""
-    num_test_samples: int = 1_000
+    num_test_samples: int = option(1_000, at_least=1)
     """Test samples."""
-    pool_size: int = 256
+    pool_size: int = option(256, at_least=1)
     """Distinct random items behind each split, held on every worker's device (sample i is
     item i mod pool_size): 256 keep 224-px images to 150 MB per split."""
-    image_shape: list[int] = field(default_factory=lambda: [3, 32, 32])
+    image_shape: list[int] = option(
+        default_factory=lambda: list(SYNTHETIC_IMAGE_SHAPE), each=True, at_least=1
+    )
     """Channels, height, width of each image (kind=images)."""
-    num_classes: int = 10
+    num_classes: int = option(10, at_least=2)
     """Classes of kind=images."""
-    seq_len: int = 128
+    seq_len: int = option(128, at_least=1)
     """Tokens per sequence (kind=tokens)."""
-    vocab_size: int = 10_000
+    vocab_size: int = option(10_000, at_least=2)
     """Vocabulary size (kind=tokens)."""
     seed: int = 0
     """Seed of the generated data (the same on every worker)."""
+
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: len(o.image_shape) == 3,
+            lambda o: f"dataset.image_shape must be [channels, height, width], got {o.image_shape}",
+        ),
+    )
 
     def task_kind(self) -> str:
         return "classification" if self.kind == "images" else "language_model"
 
     def train_samples(self) -> int:
         return self.num_samples
-
-    def __post_init__(self) -> None:
-        require(
-            self.kind in ("images", "tokens"),
-            f"dataset.kind must be images or tokens, got {self.kind}",
-        )
-        require(self.num_samples >= 1, "dataset.num_samples must be >= 1")
-        require(self.num_test_samples >= 1, "dataset.num_test_samples must be >= 1")
-        require(self.pool_size >= 1, f"dataset.pool_size must be >= 1, got {self.pool_size}")
-        require(
-            len(self.image_shape) == 3 and all(s >= 1 for s in self.image_shape),
-            f"dataset.image_shape must be [channels, height, width], got {self.image_shape}",
-        )
-        require(self.num_classes >= 2, "dataset.num_classes must be >= 2")
-        require(self.seq_len >= 1, "dataset.seq_len must be >= 1")
-        require(self.vocab_size >= 2, "dataset.vocab_size must be >= 2")
 
 
 SCHEMAS: dict[str, dict[str, type]] = {

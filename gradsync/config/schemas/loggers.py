@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from gradsync.config.checks import require
+from gradsync.config.checks import Options, option
 from gradsync.config.schema import TrainerConfig
 
 
 @dataclass
-class WandbConfig:
+class WandbConfig(Options):
+    GROUP: ClassVar[str] = "logger.wandb"
     project: str = "gradsync"
     """wandb project the run is logged to."""
     entity: str | None = None
@@ -19,12 +21,8 @@ class WandbConfig:
     """wandb run group; null: the run's name."""
     tags: list[str] = field(default_factory=list)
     """wandb tags of the run."""
-    mode: str = "offline"
+    mode: str = option("offline", choices=("offline", "online", "disabled"))
     """offline (default), online or disabled; WANDB_MODE in the environment takes precedence."""
-
-    def __post_init__(self) -> None:
-        modes = ("offline", "online", "disabled")
-        require(self.mode in modes, f"logger.wandb.mode must be one of {', '.join(modes)}")
 
 
 @dataclass

@@ -2,37 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
-from gradsync.config.checks import require
+from gradsync.config.checks import Options, option
 from gradsync.config.schema import TaskBound
 
 
 @dataclass
-class MLPConfig(TaskBound):
+class MLPConfig(TaskBound, Options):
+    GROUP: ClassVar[str] = "model"
     _target_: str = "gradsync.models.mlp.MLP"
     _partial_: bool = True
-    hidden: list[int] = field(default_factory=lambda: [128, 64])
+    hidden: list[int] = option(default_factory=lambda: [128, 64], each=True, at_least=1)
     """Widths of the hidden layers, input to output."""
-
-    def __post_init__(self) -> None:
-        require(all(h >= 1 for h in self.hidden), "model.hidden sizes must be >= 1")
 
 
 @dataclass
-class CNNConfig(TaskBound):
+class CNNConfig(TaskBound, Options):
+    GROUP: ClassVar[str] = "model"
     _target_: str = "gradsync.models.cnn.CNN"
     _partial_: bool = True
-    channels: list[int] = field(default_factory=lambda: [16, 32])
+    channels: list[int] = option(
+        default_factory=lambda: [16, 32], each=True, at_least=1, min_entries=1
+    )
     """Output channels of each 3×3 convolution (ReLU after each; one 2×2 max-pool after the
     last)."""
-    hidden: int = 64
+    hidden: int = option(64, at_least=1)
     """Width of the fully connected layer before the classifier."""
-
-    def __post_init__(self) -> None:
-        require(len(self.channels) >= 1, "model.channels needs at least one entry")
-        require(all(c >= 1 for c in self.channels), "model.channels must be >= 1")
-        require(self.hidden >= 1, "model.hidden must be >= 1")
 
 
 SCHEMAS: dict[str, dict[str, type]] = {"model": {"mlp": MLPConfig, "cnn": CNNConfig}}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
-from gradsync.config.checks import require
+from gradsync.config.checks import Options, Rule, option
 from gradsync.config.schema import FileDatasetConfig, TaskBound
 from gradsync.data.layouts import MOVIELENS_RATINGS
 
@@ -13,58 +13,57 @@ RECOMMENDATION = "recommendation"
 
 
 @dataclass
-class NCFConfig(TaskBound):
+class NCFConfig(TaskBound, Options):
+    GROUP: ClassVar[str] = "model"
     TASK: ClassVar[str] = RECOMMENDATION
     _target_: str = "gradsync.models.ncf.NeuMF"
     _partial_: bool = True
-    factors: int = 64
+    factors: int = option(64, at_least=1)
     """Size of the GMF user and item embeddings."""
-    mlp_layers: list[int] = field(default_factory=lambda: [256, 128, 64])
+    mlp_layers: list[int] = option(
+        default_factory=lambda: [256, 128, 64], each=True, at_least=1, min_entries=1
+    )
     """MLP widths; the first is the concatenated user+item embedding (each half of it)."""
-    dropout: float = 0.5
+    dropout: float = option(0.5, at_least=0, below=1)
     """Dropout probability of the MLP tower."""
 
-    def __post_init__(self) -> None:
-        require(self.factors >= 1, f"model.factors must be >= 1, got {self.factors}")
-        require(
-            len(self.mlp_layers) >= 1 and all(w >= 1 for w in self.mlp_layers),
-            "model.mlp_layers needs at least one size, all >= 1",
-        )
-        require(
-            self.mlp_layers[0] % 2 == 0,
-            f"model.mlp_layers[0] must be even (split between user and item), "
-            f"got {self.mlp_layers[0]}",
-        )
-        require(0 <= self.dropout < 1, f"model.dropout must be in [0, 1), got {self.dropout}")
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: o.mlp_layers[0] % 2 == 0,
+            lambda o: (
+                "model.mlp_layers[0] must be even (split between user and item), "
+                f"got {o.mlp_layers[0]}"
+            ),
+        ),
+    )
 
 
 @dataclass
-class MovieLensConfig(FileDatasetConfig):
+class MovieLensConfig(FileDatasetConfig, Options):
+    GROUP: ClassVar[str] = "dataset"
     TASK: ClassVar[str] = RECOMMENDATION
     name: ClassVar[str] = "movielens"
     _target_: str = "gradsync.data.movielens.MovieLens"
     variant: str = "ml-1m"
     """ml-1m or ml-20m."""
-    negatives: int = 4
+    negatives: int = option(4, at_least=0)
     """Sampled negatives per training positive."""
-    eval_negatives: int = 99
+    eval_negatives: int = option(99, at_least=1)
     """Sampled negatives ranked against each user's held-out positive."""
     seed: int = 0
     """Seeds the negative sampling (the same on every worker)."""
 
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: o.variant in MOVIELENS_RATINGS,
+            lambda o: (
+                f"dataset.variant must be one of {', '.join(MOVIELENS_RATINGS)}, got {o.variant}"
+            ),
+        ),
+    )
+
     def required_paths(self) -> list[str]:
         return [MOVIELENS_RATINGS[self.variant]]
-
-    def __post_init__(self) -> None:
-        require(
-            self.variant in MOVIELENS_RATINGS,
-            f"dataset.variant must be one of {', '.join(MOVIELENS_RATINGS)}, got {self.variant}",
-        )
-        require(self.negatives >= 0, f"dataset.negatives must be >= 0, got {self.negatives}")
-        require(
-            self.eval_negatives >= 1,
-            f"dataset.eval_negatives must be >= 1, got {self.eval_negatives}",
-        )
 
 
 SCHEMAS: dict[str, dict[str, type]] = {

@@ -17,13 +17,15 @@ from gradsync.cluster.host_checks import (
     missing_torchrun_env,
     refused_submission,
 )
-from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
-from gradsync.config.checks import require
+from gradsync.cluster.rates import DEFAULT_RATE, rate_problem
+from gradsync.config.checks import Options, Rule, option
 
 
 @dataclass
-class RunnerConfig:
+class RunnerConfig(Options):
     """What the command line asks of every runner option before it starts anything."""
+
+    GROUP: ClassVar[str] = "runner"
 
     submits_through_launcher: ClassVar[bool] = False
     """True: jobs go through a Hydra launcher (a cluster's queue), so even one job is a sweep."""
@@ -63,11 +65,8 @@ class LocalRunnerConfig(RunnerConfig):
     workers: int = II("trainer.processes")
     """Processes this runner starts: the workers, then any parameter servers. Derived from
     trainer.processes."""
-    grace_period_s: float = 3.0
+    grace_period_s: float = option(3.0, at_least=0)
     """How long surviving workers get to exit after one fails, before they are killed."""
-
-    def __post_init__(self) -> None:
-        require(self.grace_period_s >= 0, "runner.grace_period_s must be >= 0")
 
     def workers_starting_here(self, workers: int) -> int | None:
         return workers  # every process of the job runs on this host
@@ -82,9 +81,13 @@ class NetemRunnerConfig(LocalRunnerConfig):
         "${gradsync.parameter_server:}"
     )
     """Parameter servers placed in worker 0's namespace (trainer.colocate_server). Derived."""
-    bandwidth: str = DEFAULT_RATE
+    bandwidth: str = option(
+        DEFAULT_RATE, problem=lambda rate: rate_problem(rate, "runner.bandwidth")
+    )
     """Rate of every worker's uplink and downlink, as tc writes it: 100mbit, 1gbit, 500kbit."""
-    second_bandwidth: str | None = None
+    second_bandwidth: str | None = option(
+        None, problem=lambda rate: rate_problem(rate, "runner.second_bandwidth")
+    )
     """If set, every worker also gets a second link, eth1 on a bridge and subnet of its own, at
     this rate (two NICs per host, as DeFT drives them); workers find it in the environment
     (GRADSYNC_SECOND_IFNAME, GRADSYNC_SECOND_LINK_MBIT)."""
@@ -92,18 +95,8 @@ class NetemRunnerConfig(LocalRunnerConfig):
     """Token-bucket burst: how much may leave at the host's speed before the rate applies (tc
     sizes: 25000, 64kb). Default: what the link carries in 2 ms, so every message takes its
     bytes over the rate, as on a real link."""
-    queue_ms: int = 50
+    queue_ms: int = option(50, above=0)
     """Longest a packet may wait in the shaper's queue before it is dropped."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        try:
-            rate_mbit(self.bandwidth)
-            if self.second_bandwidth is not None:
-                rate_mbit(self.second_bandwidth, name="second_bandwidth")
-        except ValueError as exc:
-            raise ValueError(f"runner.{exc}") from None
-        require(self.queue_ms > 0, f"runner.queue_ms must be > 0, got {self.queue_ms}")
 
     def machine_problem(self) -> str | None:
         return missing_netem_requirement()
@@ -135,11 +128,11 @@ class SlurmRunnerConfig(RunnerConfig):
     workers: int = II("trainer.processes")
     """Tasks each job runs: the workers, then any parameter servers. Derived from
     trainer.processes."""
-    nodes: int = 1
+    nodes: int = option(1, at_least=1)
     """Nodes per job; each runs trainer.workers / nodes workers (tasks)."""
     partition: str | None = None
     """Slurm partition (``--partition``); null: the cluster's default."""
-    time_min: int = 60
+    time_min: int = option(60, at_least=1)
     """Time limit of each job, in minutes."""
     cpus_per_task: int = II(
         "gradsync.cpus_per_task:${trainer.threads_per_worker},${trainer.loader_workers}"
@@ -175,22 +168,22 @@ class SlurmRunnerConfig(RunnerConfig):
     (``+runner.additional_parameters.mail-type=END``): each becomes ``#SBATCH --name=value``."""
     array_parallelism: int = 256
     """At most this many jobs of the array run at once."""
-    max_requeues: int = 0
+    max_requeues: int = option(0, at_least=0)
     """Times a job that hits its time limit or is preempted is requeued; it resumes from its
     last checkpoint."""
     report_grace_s: float = 3.0
     """How long a failed task waits for its peers' error reports before it names the first
     failure."""
 
-    def __post_init__(self) -> None:
-        require(self.nodes >= 1, f"runner.nodes must be >= 1, got {self.nodes}")
-        require(
-            self.workers % self.nodes == 0,
-            f"trainer.workers={self.workers} does not split evenly over runner.nodes="
-            f"{self.nodes}: give every node the same number of workers",
-        )
-        require(self.time_min >= 1, f"runner.time_min must be >= 1, got {self.time_min}")
-        require(self.max_requeues >= 0, "runner.max_requeues must be >= 0")
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: o.workers % o.nodes == 0,
+            lambda o: (
+                f"trainer.workers={o.workers} does not split evenly over runner.nodes="
+                f"{o.nodes}: give every node the same number of workers"
+            ),
+        ),
+    )
 
     def machine_problem(self) -> str | None:
         return missing_sbatch()

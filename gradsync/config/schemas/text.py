@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gradsync.config.checks import require
+from gradsync.config.checks import Options, Rule, option
 from gradsync.config.schema import FileDatasetConfig, TaskBound
 from gradsync.data.layouts import PTB_FILES, WIKITEXT2_FILES
 
@@ -14,94 +14,90 @@ LANGUAGE_MODEL = "language_model"
 
 # ---- models -------------------------------------------------------------------------------
 @dataclass
-class LSTMConfig(TaskBound):
+class LSTMConfig(TaskBound, Options):
+    GROUP: ClassVar[str] = "model"
     TASK: ClassVar[str] = LANGUAGE_MODEL
     _target_: str = "gradsync.models.lstm.LSTMLanguageModel"
     _partial_: bool = True
-    embedding_dim: int = 650
+    embedding_dim: int = option(650, at_least=1)
     """Size of the word embeddings."""
-    hidden_size: int = 650
+    hidden_size: int = option(650, at_least=1)
     """Hidden units of each LSTM layer."""
-    num_layers: int = 2
+    num_layers: int = option(2, at_least=1)
     """Stacked LSTM layers."""
-    dropout: float = 0.5
+    dropout: float = option(0.5, at_least=0, below=1)
     """Dropout probability between layers and on the embeddings."""
     tie_weights: bool = True
     """Share the embedding matrix with the decoder (needs embedding_dim == hidden_size)."""
 
-    def __post_init__(self) -> None:
-        require(self.embedding_dim >= 1, "model.embedding_dim must be >= 1")
-        require(self.hidden_size >= 1, "model.hidden_size must be >= 1")
-        require(self.num_layers >= 1, f"model.num_layers must be >= 1, got {self.num_layers}")
-        require(0 <= self.dropout < 1, f"model.dropout must be in [0, 1), got {self.dropout}")
-        require(
-            not self.tie_weights or self.embedding_dim == self.hidden_size,
-            f"model.tie_weights=true needs model.embedding_dim == model.hidden_size (got "
-            f"{self.embedding_dim} and {self.hidden_size}); make them equal or set "
-            "model.tie_weights=false",
-        )
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: not o.tie_weights or o.embedding_dim == o.hidden_size,
+            lambda o: (
+                "model.tie_weights=true needs model.embedding_dim == model.hidden_size "
+                f"(got {o.embedding_dim} and {o.hidden_size}); make them equal or set "
+                "model.tie_weights=false"
+            ),
+        ),
+    )
 
 
 @dataclass
-class GPT2Config(TaskBound):
+class GPT2Config(TaskBound, Options):
+    GROUP: ClassVar[str] = "model"
     TASK: ClassVar[str] = LANGUAGE_MODEL
     _target_: str = "gradsync.models.gpt2.GPT2"
     _partial_: bool = True
-    n_layer: int = 12
+    n_layer: int = option(12, at_least=1)
     """Transformer blocks."""
-    n_head: int = 12
+    n_head: int = option(12, at_least=1)
     """Attention heads per block."""
-    n_embd: int = 768
+    n_embd: int = option(768, at_least=1)
     """Embedding width."""
-    block_size: int = 1024
+    block_size: int = option(1024, at_least=1)
     """Longest input the position embeddings cover (must be >= dataset.seq_len)."""
-    dropout: float = 0.1
+    dropout: float = option(0.1, at_least=0, below=1)
     """Dropout probability of embeddings, attention and residuals."""
 
-    def __post_init__(self) -> None:
-        require(self.n_layer >= 1, f"model.n_layer must be >= 1, got {self.n_layer}")
-        require(self.n_head >= 1, f"model.n_head must be >= 1, got {self.n_head}")
-        require(
-            self.n_embd >= 1 and self.n_embd % self.n_head == 0,
-            f"model.n_embd ({self.n_embd}) must be a positive multiple of model.n_head "
-            f"({self.n_head})",
-        )
-        require(self.block_size >= 1, f"model.block_size must be >= 1, got {self.block_size}")
-        require(0 <= self.dropout < 1, f"model.dropout must be in [0, 1), got {self.dropout}")
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: o.n_embd % o.n_head == 0,
+            lambda o: (
+                f"model.n_embd ({o.n_embd}) must be a positive multiple of model.n_head "
+                f"({o.n_head})"
+            ),
+        ),
+    )
 
 
 # ---- datasets -----------------------------------------------------------------------------
 @dataclass
-class WordCorpusConfig(FileDatasetConfig):
+class WordCorpusConfig(FileDatasetConfig, Options):
     """Shared by the word-level corpora; subclasses name the files and the Hub copy."""
 
+    GROUP: ClassVar[str] = "dataset"
     TASK: ClassVar[str] = LANGUAGE_MODEL
     FILES: ClassVar[dict[str, str]] = {}
-    seq_len: int = 35
+    seq_len: int = option(35, at_least=1)
     """Tokens per training/evaluation window (the BPTT length)."""
-    eval_split: str = "valid"
+    eval_split: str = option("valid", choices=("valid", "test"))
     """Split evaluated during training: valid or test."""
-    max_vocab: int | None = None
+    max_vocab: int | None = option(None, at_least=2, hint="(one word and <unk>)")
     """Keep only the most frequent words, <unk> included (null: every training word)."""
     hub_name: str = ""
     """Hugging Face Hub dataset fetched when dataset.download=true."""
     hub_config: str | None = None
     """Configuration of that Hub dataset (null: its default)."""
 
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: bool(o.hub_name),
+            lambda o: "dataset.hub_name must name a Hugging Face Hub dataset",
+        ),
+    )
+
     def required_paths(self) -> list[str]:
         return list(self.FILES.values())
-
-    def __post_init__(self) -> None:
-        require(self.seq_len >= 1, f"dataset.seq_len must be >= 1, got {self.seq_len}")
-        require(
-            self.eval_split in ("valid", "test"),
-            f"dataset.eval_split must be valid or test, got {self.eval_split}",
-        )
-        require(
-            self.max_vocab is None or self.max_vocab >= 2,
-            f"dataset.max_vocab must be >= 2 (one word and <unk>) or null, got {self.max_vocab}",
-        )
-        require(bool(self.hub_name), "dataset.hub_name must name a Hugging Face Hub dataset")
 
 
 @dataclass

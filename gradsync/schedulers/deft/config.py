@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradsync.algorithms.preserver import EPSILON, MAX_RETRIES
-from gradsync.config.checks import require
-from gradsync.schedulers.options import option
+from gradsync.config.checks import option
 from gradsync.schedulers.staleness_options import (
     CORRECTIONS,
     MOMENTUM,
@@ -39,10 +38,10 @@ class DeftSchedulerConfig(StalenessCorrectionOptions):
     partition_size: int = option(PARTITION_SIZE, at_least=1)
     """Elements per bucket before profiling; buckets too long to send in the forward pass are
     split further once their communication time is measured."""
-    links: int = LINKS
+    links: int = option(LINKS, choices=(1, 2))
     """1, or 2: a second process group sends the second knapsack concurrently (under
     runner=netem with runner.second_bandwidth, over its own shaped link)."""
-    mu: float | None = None
+    mu: float | None = option(None, at_least=1, hint="(the second link's slowdown)")
     """How many times slower the second link is; measured when null (the paper's value: 1.65)."""
     merge_reduction: str = option(MERGE_REDUCTION, choices=MERGE_REDUCTIONS)
     """How gradients merged over several iterations are combined: mean (divide by the number
@@ -59,16 +58,7 @@ class DeftSchedulerConfig(StalenessCorrectionOptions):
     instead of profiling."""
     preserver: bool = True
     """Check that delaying does not cost convergence; enlarge the knapsacks until it does not."""
-    epsilon: float = EPSILON
+    epsilon: float = option(EPSILON, above=0, below=1)
     """How far (a fraction) the delayed schedule's expected loss may be from the undelayed one's."""
     preserver_retries: int = option(MAX_RETRIES, at_least=0)
     """How many times the Preserver may enlarge the knapsacks before it gives up delaying."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.links in (1, 2), f"scheduler.links must be 1 or 2, got {self.links}")
-        require(
-            self.mu is None or self.mu >= 1,
-            f"scheduler.mu must be >= 1 (the second link's slowdown) or null, got {self.mu}",
-        )
-        require(0 < self.epsilon < 1, f"scheduler.epsilon must be in (0, 1), got {self.epsilon}")

@@ -61,6 +61,7 @@ from gradsync.schedulers.deft.config import (
     MERGE_REDUCTION,
     PARTITION_SIZE,
     PROFILE_STEPS,
+    DeftSchedulerConfig,
 )
 from gradsync.schedulers.engine.buckets import Buckets, ForwardTimer
 from gradsync.schedulers.engine.combine import combine
@@ -165,10 +166,10 @@ class DeftSync(ExchangeEngine):
         links: int = LINKS,
         mu: float | None = None,
         merge_reduction: str = MERGE_REDUCTION,
-        delay: bool = True,
+        delay: bool = DeftSchedulerConfig.delay,
         profile_steps: int = PROFILE_STEPS,
         times: str | None = None,
-        preserver: bool = True,
+        preserver: bool = DeftSchedulerConfig.preserver,
         epsilon: float = EPSILON,
         preserver_retries: int = MAX_RETRIES,
         staleness_correction: str = DEFT_STALENESS_CORRECTION,

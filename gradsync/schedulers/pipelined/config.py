@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gradsync.schedulers.options import SchedulerOptions, option
+from gradsync.config.checks import option
+from gradsync.schedulers.options import SchedulerOptions
 
 OMGS_RULE_NAMES = ("paper", "code", "safe", "optimal")
 BUCKET_MB, FIRST_BUCKET_MB = 25.0, 1.0  # DDP's bucket sizes (bucket_cap_mb, its first bucket)
@@ -17,9 +18,9 @@ OMGS_PROFILE_STEPS = 5
 @dataclass
 class WfbpSchedulerConfig(SchedulerOptions):
     _target_: str = "gradsync.schedulers.pipelined.wfbp.WfbpSync"
-    bucket_mb: float = option(BUCKET_MB, positive=True)
+    bucket_mb: float = option(BUCKET_MB, above=0)
     """Bucket size in MiB (DDP's default): gradients are all-reduced a bucket at a time."""
-    first_bucket_mb: float = option(FIRST_BUCKET_MB, positive=True)
+    first_bucket_mb: float = option(FIRST_BUCKET_MB, above=0)
     """The first bucket (output side) is smaller, as in DDP, so communication starts early."""
 
 

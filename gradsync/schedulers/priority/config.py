@@ -5,9 +5,10 @@ Torch-free: the command line checks them before importing torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from gradsync.config.checks import require
-from gradsync.schedulers.options import SchedulerOptions, option
+from gradsync.config.checks import Rule, option
+from gradsync.schedulers.options import SchedulerOptions
 
 # ByteScheduler's defaults (its code): partitions of 1M elements, 4M elements in flight.
 PARTITION_SIZE = 1_000_000
@@ -45,7 +46,7 @@ class ByteSchedulerConfig(SchedulerOptions):
 @dataclass
 class UsByteConfig(SchedulerOptions):
     _target_: str = "gradsync.schedulers.priority.usbyte.UsByteSync"
-    min_partition_size: int = MIN_PARTITION_SIZE
+    min_partition_size: int = option(MIN_PARTITION_SIZE, at_least=1)
     """The smallest partition (elements) the planner considers."""
     max_partition_size: int = MAX_PARTITION_SIZE
     """The largest partition; also the equal partitions sent while profiling."""
@@ -58,18 +59,20 @@ class UsByteConfig(SchedulerOptions):
     beta: float | None = None
     """Seconds per byte of the link; null together with alpha."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(
-            1 <= self.min_partition_size <= self.max_partition_size,
-            "scheduler.min_partition_size must be >= 1 and <= scheduler.max_partition_size, got "
-            f"{self.min_partition_size} and {self.max_partition_size}",
-        )
-        require(
-            (self.alpha is None) == (self.beta is None),
-            "give both scheduler.alpha and scheduler.beta, or neither (to measure them)",
-        )
-        require(
-            self.alpha is None or (self.alpha >= 0 and self.beta is not None and self.beta >= 0),
-            "scheduler.alpha and scheduler.beta must be >= 0",
-        )
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: o.min_partition_size <= o.max_partition_size,
+            lambda o: (
+                "scheduler.min_partition_size must be >= 1 and <= scheduler.max_partition_size, "
+                f"got {o.min_partition_size} and {o.max_partition_size}"
+            ),
+        ),
+        Rule(
+            lambda o: (o.alpha is None) == (o.beta is None),
+            lambda o: "give both scheduler.alpha and scheduler.beta, or neither (to measure them)",
+        ),
+        Rule(
+            lambda o: o.alpha is None or min(o.alpha, o.beta) >= 0,
+            lambda o: "scheduler.alpha and scheduler.beta must be >= 0",
+        ),
+    )

@@ -4,9 +4,10 @@ here once. Torch-free: the command line checks them before importing torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from gradsync.config.checks import require
-from gradsync.schedulers.options import SchedulerOptions, option
+from gradsync.config.checks import Rule, option
+from gradsync.schedulers.options import SchedulerOptions
 from gradsync.schedulers.staleness_options import (
     CORRECTIONS,
     PREDICTION,
@@ -36,14 +37,15 @@ class _ParameterServerConfig(SchedulerOptions):
     server: str = "gradsync.schedulers.ps.server.serve_bulk_synchronous"
     """The servers' loop (fixed by the scheduler)."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        fixed = type(self).server
-        require(
-            self.server == fixed,
-            f"scheduler.server is fixed by the scheduler ({fixed}); choose another scheduler "
-            "instead",
-        )
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: o.server == type(o).server,
+            lambda o: (
+                f"scheduler.server is fixed by the scheduler ({type(o).server}); choose "
+                "another scheduler instead"
+            ),
+        ),
+    )
 
 
 @dataclass
@@ -79,30 +81,16 @@ class SspConfig(_StaleConfig):
 class OspConfig(_ParameterServerConfig):
     _target_: str = "gradsync.schedulers.ps.osp.OspSync"
     server: str = "gradsync.schedulers.ps.osp_server.serve_osp"
-    max_unimportant: float = MAX_UNIMPORTANT
+    max_unimportant: float = option(MAX_UNIMPORTANT, at_least=0, at_most=1)
     """Cap on the unimportant layers' bytes, as a fraction of the model (the paper's 80%);
     0 makes OSP exactly ps_bsp."""
     umax_formula: str = option(UMAX_FORMULA, choices=UMAX_FORMULAS)
     """U_max = b·T_c/(N·(1+lr)) (corrected) or b(1+lr)·T_c/N (paper); equal without loss."""
-    loss_rate: float = 0.0
+    loss_rate: float = option(0.0, at_least=0, below=1)
     """The link's packet-loss rate in U_max."""
     bandwidth: str | None = None
     """The link rate in U_max, as tc writes it; null: the rate measured at the start of the
     run (runner=netem probes it), else 1gbit."""
-    budget: float | None = None
+    budget: float | None = option(None, at_least=0, at_most=1)
     """A fixed unimportant budget (fraction of the model) for every iteration instead of the
     loss-driven schedule; for experiments and tests."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(
-            0 <= self.max_unimportant <= 1,
-            f"scheduler.max_unimportant must be in [0, 1], got {self.max_unimportant}",
-        )
-        require(
-            0 <= self.loss_rate < 1, f"scheduler.loss_rate must be in [0, 1), got {self.loss_rate}"
-        )
-        require(
-            self.budget is None or 0 <= self.budget <= 1,
-            f"scheduler.budget must be in [0, 1] or null, got {self.budget}",
-        )

@@ -46,7 +46,7 @@ from gradsync.schedulers.engine.comm_thread import CommThread
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.engine.step_timer import StepTimer
-from gradsync.schedulers.ps.config import MAX_UNIMPORTANT, UMAX_FORMULA
+from gradsync.schedulers.ps.config import MAX_UNIMPORTANT, UMAX_FORMULA, OspConfig
 from gradsync.schedulers.ps.groups import background
 from gradsync.schedulers.ps.host import host_empty, to_device, to_host
 from gradsync.schedulers.ps.layout import CLOCKS, PULL, PUSH
@@ -70,7 +70,7 @@ class OspSync(SyncComponents):
         *,
         max_unimportant: float = MAX_UNIMPORTANT,
         umax_formula: str = UMAX_FORMULA,
-        loss_rate: float = 0.0,
+        loss_rate: float = OspConfig.loss_rate,
         bandwidth: str | None = None,
         budget: float | None = None,
         server: str | None = None,

@@ -1,5 +1,6 @@
-"""The compressors' base schema (what every ``compressor=`` option declares to the config
-checks), the sparsifiers' shared options, and ``compressor=none`` and ``randomk``."""
+"""The compressors' base options (what every ``compressor=`` option declares to the config
+checks), the sparsifiers' shared options, and ``compressor=none`` and ``randomk``. Torch-free:
+the command line checks them before importing torch."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from typing import ClassVar
 from omegaconf import II
 
 from gradsync.compressors.warmup import DEFAULT_WARMUP_DENSITY
-from gradsync.config.checks import require
+from gradsync.config.checks import Options, Rule, option
 
 
-class CompressorConfig:
+class CompressorConfig(Options):
     """Base of every compressor option's schema: what the compressor asks of the rest of the
     job, checked for every option alike when a config is composed (``check_config``)."""
+
+    GROUP: ClassVar[str] = "compressor"
 
     applies_momentum: ClassVar[bool] = False
     """The compressor applies momentum to what it sends (DGC's momentum correction, its
@@ -23,53 +26,60 @@ class CompressorConfig:
     """The compressor accumulates what it did not send itself (DGC, PowerSGD): an
     error-feedback residual on top would keep it twice, so a feedback that always keeps one is
     refused."""
+    payloads_add_up: ClassVar[bool] = False
+    """Every worker's payload has the same layout, so a scheduler that all-reduces can sum them
+    (otherwise they are all-gathered); the compressor's ``allreducible`` says the same."""
+    add_up_with: ClassVar[str] = ""
+    """The setting under which they add up, for an option whose payloads do only so."""
     needs_its_exchange_back: ClassVar[bool] = False
     """Its memory needs the exchange's result on the worker (PowerSGD's error is the compensated
     gradient less the workers' mean), which a parameter server keeps: refused with one."""
 
+    def adds_up(self) -> bool:
+        """Whether, as set, its payloads add up (``payloads_add_up``)."""
+        return self.payloads_add_up
+
 
 @dataclass
 class NoneCompressorConfig(CompressorConfig):
+    """Dense gradients: every element is sent."""
+
     _target_: str = "gradsync.compressors.none.NoneCompressor"
+    payloads_add_up: ClassVar[bool] = True
 
 
 @dataclass
 class SparsifierConfig(CompressorConfig):
     """Shared by every compressor that keeps a fraction ``density`` of the gradient."""
 
-    density: float = 0.01
+    density: float = option(0.01, above=0, at_most=1)
     """Fraction of the elements each worker selects (k = int(density · elements)), after the
     warm-up."""
-    warmup_epochs: int = 0
+    warmup_epochs: int = option(0, at_least=0, hint="(0: no warm-up)")
     """DGC's density warm-up: over the first warmup_epochs epochs the density falls
     exponentially from warmup_density to density (epoch e: warmup_density ·
     (density/warmup_density)^(e/warmup_epochs)); 0: no warm-up."""
-    warmup_density: float = DEFAULT_WARMUP_DENSITY
+    warmup_density: float = option(DEFAULT_WARMUP_DENSITY, above=0, at_most=1)
     """The density of the first epoch when warmup_epochs > 0 (DGC: 0.25, i.e. 75% sparsity)."""
 
-    def __post_init__(self) -> None:
-        require(
-            0 < self.density <= 1,
-            f"compressor.density must be in (0, 1], got {self.density}",
-        )
-        require(
-            self.warmup_epochs >= 0,
-            f"compressor.warmup_epochs must be >= 0 (0: no warm-up), got {self.warmup_epochs}",
-        )
-        require(
-            0 < self.warmup_density <= 1,
-            f"compressor.warmup_density must be in (0, 1], got {self.warmup_density}",
-        )
-        require(
-            self.warmup_epochs == 0 or self.warmup_density >= self.density,
-            f"compressor.warmup_density ({self.warmup_density}) must be >= compressor.density "
-            f"({self.density}): the warm-up starts denser and decays to it",
-        )
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: o.warmup_epochs == 0 or o.warmup_density >= o.density,
+            lambda o: (
+                f"compressor.warmup_density ({o.warmup_density}) must be >= "
+                f"compressor.density ({o.density}): the warm-up starts denser and decays to it"
+            ),
+        ),
+    )
 
 
 @dataclass
 class RandomKConfig(SparsifierConfig):
+    """Random-k: the same k = density * n random elements on every worker (shared seed),
+    all-reduced."""
+
     _target_: str = "gradsync.compressors.randomk.RandomKCompressor"
+    payloads_add_up: ClassVar[bool] = True
     seed: int = II("trainer.seed")
     """Seed of the random index selection; every worker draws the same indices (default:
     trainer.seed)."""
