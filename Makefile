@@ -20,6 +20,7 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 # Settings in pyproject.toml ([tool.mypy]); its cache, .mypy_cache, makes a re-run take seconds.
 typecheck: install
@@ -32,7 +33,7 @@ docs: install
 
 # docs/reference/config.md from the schemas and YAML files (docs and a test fail while stale).
 reference: install
-	$(BIN)/python -m gradsync.config.reference docs
+	$(BIN)/python -m gradsync.jobs.reference docs
 
 # The unit tests run in this process and are CPU-bound: UNIT_PROCS of them at a time
 # (pytest-xdist). The other tests start and time worker processes of their own: one at a time.

@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from benchmarks.report import machine, publish
-from gradsync.config.compose import compose_jobs
+from gradsync.jobs.compose import compose_jobs
 from gradsync.tasks import build_task
 from gradsync.train.build import build_data, build_model
 

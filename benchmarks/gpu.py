@@ -50,7 +50,7 @@ from benchmarks.gpu_servers import host_limit, server_rows, servers_table
 from benchmarks.gpu_tables import one_line
 from benchmarks.measure import model_group, real_gradient
 from benchmarks.report import machine, publish
-from gradsync.config.discovery import group_options
+from gradsync.jobs.discovery import group_options
 
 COMMAND = "python -m benchmarks.gpu"
 KEY, TITLE = "gpu", "On one GPU"

@@ -16,9 +16,9 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from gradsync.config.compose import compose_each
 from gradsync.config.instantiate import build
 from gradsync.data.spec import DataSpec
+from gradsync.jobs.compose import compose_each
 from gradsync.tasks import Task, build_task
 from gradsync.train.build import build_model, build_optimizer, build_precision
 from gradsync.train.precision import MixedPrecision

@@ -24,7 +24,7 @@ from benchmarks.measure import median_time
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.sparse import density_k
 from gradsync.config.instantiate import build
-from gradsync.projection.wire import STEADY_EPOCH
+from gradsync.measure.wire import STEADY_EPOCH
 from gradsync.types import Compressor, GroupInfo
 
 QUANTIZERS = ("terngrad", "qsgd", "signsgd")

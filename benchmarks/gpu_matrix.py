@@ -47,7 +47,7 @@ from benchmarks.gpu_tables import (
 from benchmarks.measure import alternating_medians, block_time
 from gradsync.comm.collective import TorchCollective
 from gradsync.comm.host_sync import take_counts
-from gradsync.projection.wire import STEADY_EPOCH
+from gradsync.measure.wire import STEADY_EPOCH
 from gradsync.schedulers.registry import SCHEDULERS
 from gradsync.train.build import build_sync
 from gradsync.train.timing import make_clock

@@ -34,7 +34,7 @@ from gradsync.cluster.rates import rate_mbit
 from gradsync.report.runs import Run, find_runs, override_values
 
 if TYPE_CHECKING:
-    from gradsync.projection.predict import Estimate
+    from gradsync.projection.estimates import Estimate
 
 REPO = BENCHMARKS_MD.parent
 RESULTS = REPO / "benchmarks" / "results"
@@ -821,8 +821,8 @@ def _predictions(name: str, reproduction: Reproduction) -> list[Validated]:
     registry entry's ``decisions``; DeFT's buckets and the times it solved its knapsacks from:
     its ``plan_reader``) is read from the run's log and directory: on this host those
     decisions vary from run to run."""
-    from gradsync.projection.jobs import Predictor
-    from gradsync.projection.planning import logged_plan
+    from gradsync.measure.jobs import Predictor
+    from gradsync.measure.planning import logged_plan
 
     predictor = Predictor(warmup_steps=reproduction.warmup_steps)
     store = RESULTS / name / MEASURED_FILE
@@ -866,7 +866,7 @@ def _decisions(run: Run, scheduler: str, skip_steps: int) -> dict[str, float]:
     """What the scheduler decided in the run, from its log: its registry entry's decisions,
     and OSP's share of the model in the background over the timed windows (its budget grows
     from 0 as the loss falls, so no one step's split stands for the run)."""
-    from gradsync.projection.planning import logged_decisions
+    from gradsync.measure.planning import logged_decisions
 
     decisions = logged_decisions(run.records, scheduler)
     if run.values(UNIMPORTANT_SHARE):

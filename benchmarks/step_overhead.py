@@ -33,7 +33,7 @@ from torch import Tensor, nn
 
 from benchmarks.report import machine, publish
 from gradsync.comm.collective import TorchCollective
-from gradsync.config.compose import compose_jobs
+from gradsync.jobs.compose import compose_jobs
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.registry import peer_schedulers
 from gradsync.train.build import build_sync

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gradsync.config.reference import stale_reference
+from gradsync.jobs.reference import stale_reference
 
 DOCS = Path(__file__).resolve().parent
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import IO
 
 from gradsync.cluster.ports import free_port
-from gradsync.config.schemas.runners import LocalRunnerConfig
 from gradsync.launch import Launch, Loopback, Placement, WorkerFailure
+from gradsync.launch.options import LocalRunnerConfig
 from runners.reports import error_file, read_error_reports, root_cause
 
 log = logging.getLogger("gradsync.workers")

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
-from gradsync.config.schemas.runners import NetemRunnerConfig
+from gradsync.launch.options import NetemRunnerConfig
 from runners.local import LocalRunner
 from runners.testbed import INTERFACE, SECOND_INTERFACE, ShapedNetwork
 

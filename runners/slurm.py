@@ -16,8 +16,8 @@ import signal
 import time
 
 from gradsync.cluster.env import first_slurm_host, slurm_port, slurm_tasks_per_node
-from gradsync.config.schemas.runners import SlurmRunnerConfig
 from gradsync.launch import WorkerFailure
+from gradsync.launch.options import SlurmRunnerConfig
 from runners.task import TaskRunner
 
 STOPPED_WAIT_S = 300.0  # longer than any sensible KillWait

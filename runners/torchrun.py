@@ -16,8 +16,8 @@ import signal
 from types import FrameType
 
 from gradsync.cluster.env import TORCHRUN_VARS
-from gradsync.config.schemas.runners import TorchrunRunnerConfig
 from gradsync.launch import Launch
+from gradsync.launch.options import TorchrunRunnerConfig
 from runners.task import TaskRunner
 
 

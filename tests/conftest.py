@@ -36,7 +36,7 @@ def _offline_vars(home: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_cache(tmp_path_factory):
-    """One cache directory for the session (sizes of models, ``gradsync/cluster/capacity.py``),
+    """One cache directory for the session (sizes of models, ``gradsync/train/capacity.py``),
     shared by the commands the tests start and apart from the user's own."""
     mp = pytest.MonkeyPatch()
     mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))

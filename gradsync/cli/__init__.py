@@ -48,13 +48,15 @@ def _main(args: list[str]) -> int:
 
 
 def _print_help() -> None:
-    from gradsync.cli.groups import groups_text
 
     print(f"gradsync {__version__}: communication-efficient data-parallel training experiments\n")
     print("usage: gradsync COMMAND [args]\n\ncommands:")
     for name, text in COMMANDS.items():
         print(f"  {name:<11} {text}")
     print()
+    # Deferred for start-up: only the help lists the groups (it composes every option).
+    from gradsync.cli.groups import groups_text
+
     print(groups_text())
     print("\nexamples:")
     print("  gradsync run")

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from gradsync.config.compose import ConfigError
+from gradsync.jobs.compose import ConfigError
+from gradsync.measure import MeasurementError
 
 HELP_FLAGS = ("-h", "--help")
 
@@ -72,7 +73,6 @@ def fail(message: str, code: int = 2) -> NoReturn:
 def print_or_fail(make: Callable[[], str | None]) -> int:
     """Print what ``make`` returns (exit 0; None: nothing more to print), or its error in one
     line: exit 2 for bad input, 1 when a measurement on this host failed."""
-    from gradsync.projection.profile import MeasurementError
 
     try:
         text = make()

@@ -9,6 +9,8 @@ import textwrap
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync.config.files import ROOT_CONFIG_FILE
+from gradsync.jobs.discovery import group_options
+from gradsync.jobs.reference import KEYLESS_GROUP, option_doc
 
 
 def _width() -> int:
@@ -16,7 +18,6 @@ def _width() -> int:
 
 
 def groups_text() -> str:
-    from gradsync.config.discovery import group_options
 
     lines = ["config groups (group=option; * marks the default):"]
     defaults = OmegaConf.load(ROOT_CONFIG_FILE).defaults
@@ -36,8 +37,7 @@ def groups_text() -> str:
 
 def keys_help(group: str, option: str) -> str:
     """``group=option``'s summary, then each of its keys: name, default, and the first sentence
-    of its meaning (``gradsync.config.reference``, the source of the docs' reference too)."""
-    from gradsync.config.reference import KEYLESS_GROUP, option_doc
+    of its meaning (``gradsync.jobs.reference``, the source of the docs' reference too)."""
 
     doc = option_doc(group, option)
 

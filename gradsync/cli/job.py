@@ -11,8 +11,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from gradsync.config.compose import ConfigError, check_config, write_resolved
 from gradsync.config.instantiate import build
+from gradsync.jobs.compose import ConfigError, check_config, write_resolved
 from gradsync.launch import Runner, WorkerFailure, worker_launch
 from gradsync.metrics.summary import write_summary
 from gradsync.stop_signals import Stopped

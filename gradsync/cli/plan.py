@@ -16,8 +16,13 @@ from time import perf_counter
 
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync.algorithms.costs import CostModel
+from gradsync.algorithms.merge_plans import Layers, groups_of
 from gradsync.cli.command import CommandParser, docstring_help, print_or_fail
-from gradsync.config.compose import ConfigError, compose_jobs
+from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
+from gradsync.jobs.compose import ConfigError, compose_jobs
+from gradsync.measure.profile import training_step
+from gradsync.projection.cluster import Cluster
 
 USAGE = "usage: gradsync plan [scheduler=omgs] [model=...] [key=value ...]"
 
@@ -25,7 +30,6 @@ USAGE = "usage: gradsync plan [scheduler=omgs] [model=...] [key=value ...]"
 def link_costs(rate_mbit: float, workers: int) -> tuple[float, float]:
     """(α, β) of a ring all-gather: every worker's payload crosses n−1 links (at least one,
     so a plan for one worker still weighs its groups)."""
-    from gradsync.projection.cluster import Cluster
 
     cluster = Cluster(workers=max(workers, 2), bandwidth_bps=rate_mbit * 1e6)
     alpha = cluster.all_gather(0.0)
@@ -39,7 +43,6 @@ def _exchange_costs(cfg: DictConfig) -> tuple[float | None, float, float, float,
         fitted = json.loads(Path(costs).read_text(encoding="utf-8"))
         gamma, alpha, beta = fitted["gamma"], fitted["alpha"], fitted["beta"]
         return gamma, fitted.get("delta", 0.0), alpha, beta, f"fitted values from {costs}"
-    from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
 
     bandwidth = str(cfg.runner.get("bandwidth") or DEFAULT_RATE)
     alpha, beta = link_costs(rate_mbit(bandwidth), int(cfg.trainer.workers))
@@ -53,12 +56,10 @@ def _exchange_costs(cfg: DictConfig) -> tuple[float | None, float, float, float,
 
 
 def plan(cfg: DictConfig) -> str:
+    # Deferred for start-up: torch, and what imports it, only for `gradsync plan`.
     import torch
 
-    from gradsync.algorithms.costs import CostModel
-    from gradsync.algorithms.merge_plans import Layers, groups_of
     from gradsync.comm.solo import SoloCollective
-    from gradsync.projection.profile import training_step
     from gradsync.schedulers.engine.profiling import measure_gamma, profile_model
     from gradsync.schedulers.pipelined.omgs import SPARSE_ELEMENT_BYTES, compare_rules
 

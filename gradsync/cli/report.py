@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from gradsync.cli.command import CommandParser
-from gradsync.config.compose import ConfigError
 from gradsync.config.files import writable_dir_problem
+from gradsync.jobs.compose import ConfigError
 from gradsync.report.document import Report, data_warnings, write_report
 from gradsync.report.naming import name_runs
 from gradsync.report.runs import ReportError, find_runs

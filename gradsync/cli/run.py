@@ -12,10 +12,12 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync import families
 from gradsync.cli.command import fail
 from gradsync.cli.job import outcomes, run_job
 from gradsync.cli.run_args import RunArgs, parse_run_args
-from gradsync.config.compose import (
+from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG, output_dir_problem
+from gradsync.jobs.compose import (
     ConfigError,
     check_submission,
     check_sweep,
@@ -23,14 +25,12 @@ from gradsync.config.compose import (
     defer_keys_of_swept_groups,
     launcher_overrides,
 )
-from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG, output_dir_problem
-from gradsync.config.schema import register_schemas
 from gradsync.metrics.sweep_summary import SweepSummaryCallback, write_sweep_summary
 from gradsync.stop_signals import Stopped
 
 
 def main(args: list[str]) -> int:
-    register_schemas()
+    families.register()
     try:
         run = parse_run_args(args)
         if run is None:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from gradsync.cli.command import CommandParser
 from gradsync.cli.groups import groups_text, keys_help
-from gradsync.config.compose import ConfigError
+from gradsync.jobs.compose import ConfigError
+from gradsync.jobs.discovery import group_options
 
 INFO_CHOICES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
 # Hydra's flags that print instead of running (one composition each, so not with -m).
@@ -56,7 +57,6 @@ def run_help(args: list[str] | None = None) -> str:
 def chosen_options(args: list[str]) -> list[tuple[str, str]]:
     """The ``group=option`` choices among ``args``, each of a comma-separated list (ConfigError,
     one line, for an option that does not exist or a sweep function)."""
-    from gradsync.config.discovery import group_options
 
     groups = group_options()
     chosen: list[tuple[str, str]] = []

@@ -46,13 +46,16 @@ from omegaconf import DictConfig
 
 from gradsync.algorithms.simulator import PAPER_MU
 from gradsync.cli.command import CommandParser, docstring_help, print_or_fail
-from gradsync.config.compose import ConfigError, compose_each, compose_jobs
+from gradsync.jobs.compose import ConfigError, compose_each, compose_jobs
+from gradsync.jobs.discovery import group_options
+from gradsync.projection.timelines import draw_timelines
 from gradsync.schedulers.registry import SCHEDULERS, baseline_spec
+from gradsync.train.capacity import FORCE, capacity_problem
 
 if TYPE_CHECKING:  # torch is imported only once a simulation runs
+    from gradsync.measure.jobs import Predictor
     from gradsync.projection.cluster import Cluster
-    from gradsync.projection.jobs import Predictor
-    from gradsync.projection.predict import Estimate
+    from gradsync.projection.estimates import Estimate
 
 USAGE = (
     "usage: gradsync simulate [model=...] [key=value ...] [--workers N,...] "
@@ -155,7 +158,6 @@ def _figure_path(text: str) -> Path:
 
 
 def _chosen(asked: list[str] | None, group: str) -> list[str]:
-    from gradsync.config.discovery import group_options
 
     valid = group_options()[group]
     unknown = [name for name in asked or [] if name not in valid]
@@ -194,7 +196,8 @@ def _estimate(predictor: Predictor, c: Combination, cluster: Cluster | None = No
 
 
 def _cluster_options(args: argparse.Namespace, cluster: Cluster) -> Cluster:
-    from gradsync.projection.jobs import bits_per_s
+    # Deferred for start-up: it imports torch, which this module's importers may not need.
+    from gradsync.measure.jobs import bits_per_s
 
     try:
         intra = (
@@ -214,7 +217,8 @@ def _cluster_options(args: argparse.Namespace, cluster: Cluster) -> Cluster:
 
 
 def simulate(args: argparse.Namespace) -> str:
-    from gradsync.projection.jobs import Predictor
+    # Deferred for start-up: it imports torch, which this module's importers may not need.
+    from gradsync.measure.jobs import Predictor
 
     predictor = Predictor(warmup_steps=args.warmup_steps, compute_scale=args.compute_scale)
     if args.measurements is not None and args.measurements.exists():
@@ -229,7 +233,8 @@ def simulate(args: argparse.Namespace) -> str:
 
 
 def _simulated(args: argparse.Namespace, predictor: Predictor) -> str:
-    from gradsync.projection.jobs import cluster_for
+    # Deferred for start-up: it imports torch, which this module's importers may not need.
+    from gradsync.measure.jobs import cluster_for
 
     baseline = _baseline(args.overrides)
     cfg = baseline.cfg
@@ -291,7 +296,6 @@ def _simulated(args: argparse.Namespace, predictor: Predictor) -> str:
 def _check_probe_fits_here(cfg: DictConfig, cluster: Cluster) -> None:
     """The job's own cluster shares this host: its links are probed among that many local
     processes, which this host must hold."""
-    from gradsync.cluster.capacity import FORCE, capacity_problem
 
     if cluster.shared_host_cores is None:
         return
@@ -337,7 +341,8 @@ def _describe(cluster: Cluster) -> str:
 
 def _rates(asked: list[str] | None, cluster: Cluster) -> list[tuple[str, float]]:
     """(as written, bits/s) of every ``--bandwidths`` rate; the job's own when none."""
-    from gradsync.projection.jobs import bits_per_s
+    # Deferred for start-up: it imports torch, which this module's importers may not need.
+    from gradsync.measure.jobs import bits_per_s
 
     try:
         rates = [(rate, bits_per_s(rate, name="--bandwidths")) for rate in asked or []]
@@ -411,7 +416,6 @@ def _draw_projection(
 def _draw_job_timelines(
     predictor: Predictor, combos: Sequence[Combination], cluster: Cluster, path: Path
 ) -> None:
-    from gradsync.projection.timelines import draw_timelines
 
     simulated = {}
     for combo in combos:

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 from gradsync.cli.command import CommandParser, docstring_help
-from gradsync.config.compose import ConfigError, check_sweep, expand_sweep
+from gradsync.jobs.compose import ConfigError, check_sweep, expand_sweep
+from gradsync.metrics.summary import JOBS_FILE
 from gradsync.metrics.sweep_summary import sweep_rows, write_sweep_summary
 
-JOBS_FILE = "jobs.txt"  # what submit.sh writes the listed jobs to
 SCHEDULER_LOG = "slurm.out"  # each array task's output, in its job directory
 USAGE = "usage: gradsync sweep --list OVERRIDE... | gradsync sweep --summarize SWEEP_DIR"
 

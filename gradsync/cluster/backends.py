@@ -26,13 +26,6 @@ starts, without paying for it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
-from typing import Any
-
-from omegaconf import DictConfig
-
-from gradsync.config.schema import runner_schema
-from gradsync.schedulers.registry import runs_servers
 
 GLOO, NCCL, AUTO = "gloo", "nccl", "auto"
 
@@ -88,20 +81,3 @@ def choose_backends(
         raise BackendRefused(problem)
     workers = requested if requested != AUTO else (NCCL if problem is None else GLOO)
     return Backends(world=GLOO if parameter_server else workers, workers=workers)
-
-
-def _name(value: Any) -> str:
-    """An option's name, from a typed config (an Enum) or from the YAML a worker loads."""
-    return value.value if isinstance(value, Enum) else str(value)
-
-
-def job_backends(cfg: DictConfig, *, shares_gpus: bool = False) -> Backends:
-    """The same answer on every rank (``shares_gpus``: whether any node of the job has more
-    workers than GPUs, agreed by every rank), servers included, whatever device they use."""
-    return choose_backends(
-        device=_name(cfg.trainer.device),
-        parameter_server=runs_servers(cfg.scheduler),
-        requested=_name(cfg.trainer.get("backend", AUTO)),
-        shares_gpus=shares_gpus,
-        shaped_links=runner_schema(cfg).shapes_links,
-    )

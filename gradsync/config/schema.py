@@ -1,30 +1,22 @@
-"""Typed schemas behind every config group.
+"""The job's own schemas: the trainer's options and the root config, and what every family's
+options build on (``TaskBound``, ``FileDatasetConfig``).
 
-Each option file in ``conf/<group>/`` starts from a dataclass (its defaults list names
-``/schema/<group>/<option>``), so a misspelt key or a wrong type fails when the config is
-composed. Range checks live in ``__post_init__``: they run when the composed config is turned
+Every group's option is a typed dataclass, so a misspelt key or a wrong type fails when the
+config is composed; its declared checks (``checks.py``) run when the composed config is turned
 into objects (``OmegaConf.to_object``) in the launching process, before any output is written.
-This module holds the trainer and root schemas; the options' schemas live in ``schemas/``.
+The families' options live beside their code and are registered by ``gradsync/families.py``.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from dataclasses import dataclass, field, is_dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import II, MISSING, DictConfig, OmegaConf
+from omegaconf import II, MISSING
 
-from gradsync.cluster.run_name import torchrun_run_name
 from gradsync.config.checks import Options, Rule, option
-from gradsync.data import loader_workers
-
-if TYPE_CHECKING:
-    from gradsync.config.schemas.runners import RunnerConfig
 
 
 class Device(Enum):
@@ -58,6 +50,16 @@ class LRSchedule(Enum):
     multistep = "multistep"
     cosine = "cosine"
     poly = "poly"
+
+
+LOADERS_AUTO = "auto"
+"""``trainer.loader_workers=auto``: the worker's share of its cores (``data/loader_workers.py``)."""
+
+
+def _loader_workers_problem(setting: str) -> str | None:
+    if setting == LOADERS_AUTO or setting.isdigit():
+        return None
+    return f"trainer.loader_workers must be auto or an integer >= 0, got {setting}"
 
 
 def _adam_betas_problem(betas: list[float]) -> str | None:
@@ -126,7 +128,7 @@ class TrainerConfig(Options):
     """A checkpoint directory, or a run directory whose latest checkpoint is used."""
     threads_per_worker: int = option(1, at_least=1)
     """torch's intra-op threads in each worker process."""
-    loader_workers: str = option("auto", problem=loader_workers.setting_problem)
+    loader_workers: str = option(LOADERS_AUTO, problem=_loader_workers_problem)
     """Loader processes per worker for a dataset read from disk (imagenet; datasets held in
     memory use none): auto, the worker's share of its cores less its compute threads (at most
     16), or a number (0: load in the training process)."""
@@ -145,7 +147,7 @@ class TrainerConfig(Options):
     aggregate."""
     allow_oversubscribe: bool = False
     """Start a local or netem job even when it has more processes than this host's cores or
-    memory hold (``gradsync/cluster/capacity.py``)."""
+    memory hold (``gradsync/train/capacity.py``)."""
     colocate_server: bool = False
     """Run the servers on worker 0's host (under runner=netem: in its network namespace, so
     they share its link) instead of on hosts of their own."""
@@ -163,10 +165,15 @@ class TrainerConfig(Options):
 
 
 # ---- what a model or dataset is for ------------------------------------------------------------
+CLASSIFICATION = "classification"
+LANGUAGE_MODEL = "language_model"
+RECOMMENDATION = "recommendation"
+
+
 class TaskBound:
     """Mixin of model and dataset schemas: the task they serve (see ``gradsync.tasks``)."""
 
-    TASK: ClassVar[str] = "classification"
+    TASK: ClassVar[str] = CLASSIFICATION
 
     def task_kind(self) -> str:
         return self.TASK
@@ -229,119 +236,3 @@ class TrainConfig:
     logger: Any = MISSING
     name: str = "gradsync"
     """Run name, used by loggers (wandb run group) and reports."""
-
-
-def _collect_schemas() -> dict[str, dict[str, type]]:
-    from gradsync.config import schemas
-
-    collected: dict[str, dict[str, type]] = {}
-    for info in pkgutil.iter_modules(schemas.__path__):
-        module = importlib.import_module(f"{schemas.__name__}.{info.name}")
-        for group, options in getattr(module, "SCHEMAS", {}).items():
-            for name, node in options.items():
-                if name in collected.setdefault(group, {}):
-                    raise RuntimeError(f"schema {group}/{name} is defined twice")
-                collected[group][name] = node
-    return collected
-
-
-def option_schema(node: Any, group: str) -> type | None:
-    """The schema of ``group``'s option in a config: the node's own type when it was composed
-    (structured); for one read back from a run's resolved YAML (plain), the option of
-    ``group`` whose schema builds the same ``_target_``. None when neither says."""
-    if not isinstance(node, DictConfig):
-        return None
-    kind = OmegaConf.get_type(node)
-    if kind is not None and is_dataclass(kind):
-        return kind
-    target = node.get("_target_")
-    from gradsync.compressors.registry import COMPRESSORS
-
-    schemas = {**_collect_schemas(), "compressor": COMPRESSORS}
-    built = [
-        schema
-        for schema in schemas.get(group, {}).values()
-        if target is not None and getattr(schema, "_target_", None) == target
-    ]
-    return built[0] if len(built) == 1 else None
-
-
-def runner_schema(cfg: Any) -> type[RunnerConfig]:
-    """The schema of ``cfg``'s runner (a ``RunnerConfig``: its class-level declarations, such
-    as ``starts_processes_here``), composed or read back from a run; the base ``RunnerConfig``
-    (which declares nothing) when the config has no runner that a schema builds."""
-    from gradsync.config.schemas.runners import RunnerConfig
-
-    schema = option_schema(OmegaConf.select(cfg, "runner"), "runner")
-    return schema if schema is not None and issubclass(schema, RunnerConfig) else RunnerConfig
-
-
-def _per_node(workers: int, nodes: int) -> int:
-    return int(workers) // int(nodes)
-
-
-def streamed_from_disk(dataset: Any) -> bool:
-    """Whether a config's dataset is read from disk per batch by loader processes (its schema's
-    ``streamed_from_disk``); datasets without the declaration are held in memory."""
-    return bool(getattr(option_schema(dataset, "dataset"), "streamed_from_disk", False))
-
-
-def _cpus_per_task(threads: int, loaders: str, *, _root_: Any) -> int:
-    """Compute threads plus loader processes: a number as given; under auto, what
-    ``loader_workers.slurm_loader_cores`` asks for the job's dataset."""
-    streamed = streamed_from_disk(_root_.get("dataset"))
-    return int(threads) + loader_workers.slurm_loader_cores(loaders, streamed=streamed)
-
-
-def _gpus_per_node(
-    device: Any, workers: int, processes: int, nodes: int, gres: str | None
-) -> int | None:
-    """One GPU for each worker of the fullest node (a node's tasks are a block of ranks;
-    parameter servers, the last ranks, take none); None on CPU or when ``gres`` asks for
-    GPUs."""
-    if getattr(device, "value", device) != Device.cuda.value or "gpu" in (gres or ""):
-        return None
-    return min(int(workers), int(processes) // int(nodes))
-
-
-def _parameter_server(*, _root_: Any) -> bool:
-    """Whether the job's scheduler runs servers besides the workers (its registry entry says;
-    False while no scheduler is chosen). Also for a config read back from YAML."""
-    from gradsync.schedulers.registry import runs_servers
-
-    scheduler = _root_.get("scheduler")
-    return scheduler is not None and runs_servers(scheduler)
-
-
-def _processes(workers: int, servers: int, parameter_server: bool) -> int:
-    return int(workers) + (int(servers) if parameter_server else 0)
-
-
-def _colocated(servers: int, colocate: bool, parameter_server: bool) -> int:
-    return int(servers) if parameter_server and colocate else 0
-
-
-def register_schemas() -> None:
-    from gradsync.compressors.registry import store_options as store_compressor_options
-    from gradsync.config.slurm_launcher import store_launcher as store_slurm_launcher
-    from gradsync.schedulers.registry import store_options as store_scheduler_options
-
-    """Store every schema in Hydra's ConfigStore under ``schema/<group>/<option>``, and the
-    resolvers configs use."""
-    # Tasks per node of a multi-node job: ${gradsync.per_node:${trainer.workers},${runner.nodes}}
-    OmegaConf.register_new_resolver("gradsync.per_node", _per_node, replace=True)
-    OmegaConf.register_new_resolver("gradsync.cpus_per_task", _cpus_per_task, replace=True)
-    OmegaConf.register_new_resolver("gradsync.gpus_per_node", _gpus_per_node, replace=True)
-    OmegaConf.register_new_resolver("gradsync.parameter_server", _parameter_server, replace=True)
-    OmegaConf.register_new_resolver("gradsync.processes", _processes, replace=True)
-    OmegaConf.register_new_resolver("gradsync.colocated", _colocated, replace=True)
-    # The run directory every process of a torchrun job agrees on (runner/torchrun.yaml).
-    OmegaConf.register_new_resolver("gradsync.torchrun_run", torchrun_run_name, replace=True)
-    store = ConfigStore.instance()
-    store.store(name="schema_train", node=TrainConfig)
-    store_slurm_launcher()
-    store_scheduler_options()
-    store_compressor_options()
-    for group, options in _collect_schemas().items():
-        for name, node in options.items():
-            store.store(group=f"schema/{group}", name=name, node=node)

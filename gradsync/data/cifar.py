@@ -16,9 +16,9 @@ from typing import ClassVar
 import torch
 from torchvision.datasets import CIFAR10, CIFAR100
 
-from gradsync.config.schemas.images import Cifar10Config
 from gradsync.data.image_batches import ImageBatches, Normalization, PadCropFlip
 from gradsync.data.memory import TensorSplit
+from gradsync.data.options import Cifar10Config
 from gradsync.data.spec import DataSpec, DataSplits
 from gradsync.data.stats import CIFAR10_STATS, CIFAR100_STATS, Stats
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gradsync.config.schemas.datasets import DigitsConfig
 from gradsync.data.memory import TensorSplit
+from gradsync.data.options import DigitsConfig
 from gradsync.data.spec import DataSpec, DataSplits
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from torchvision.datasets import ImageFolder
 
-from gradsync.config.schemas.images import ImageNetConfig
 from gradsync.data import transforms
+from gradsync.data.options import ImageNetConfig
 from gradsync.data.spec import DataSpec, DataSplits
 
 

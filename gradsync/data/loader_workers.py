@@ -6,7 +6,7 @@ threads (at most ``AUTO_MAX``): under Slurm the task's ``SLURM_CPUS_PER_TASK``, 
 loader processes whatever the setting (``feeds.py``). A Slurm job under ``auto`` asks for
 ``SLURM_AUTO`` cores per task for loading a disk dataset, none for one held in memory.
 
-Torch-free: the config schemas read it before any worker starts.
+Torch-free: the command line reads it before any worker starts.
 """
 
 from __future__ import annotations
@@ -14,19 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-AUTO = "auto"
+from gradsync.config.schema import LOADERS_AUTO
+
+AUTO = LOADERS_AUTO
 AUTO_MAX = 16
 """Past this many processes per worker, more decoders mostly cost memory and start-up."""
 SLURM_AUTO = 8
 """Cores per Slurm task for loader processes under auto: about what a GPU's ImageNet
 decoding needs, and what GPU nodes have per GPU."""
-
-
-def setting_problem(setting: str) -> str | None:
-    """Why ``setting`` is not a valid trainer.loader_workers (one line), or None."""
-    if setting == AUTO or setting.isdigit():
-        return None
-    return f"trainer.loader_workers must be auto or an integer >= 0, got {setting}"
 
 
 def slurm_loader_cores(setting: str, *, streamed: bool) -> int:

@@ -13,9 +13,9 @@ from typing import ClassVar
 from torchvision.datasets import MNIST as TorchMNIST
 from torchvision.datasets import FashionMNIST as TorchFashionMNIST
 
-from gradsync.config.schemas.images import MNISTConfig
 from gradsync.data.image_batches import ImageBatches, Normalization
 from gradsync.data.memory import TensorSplit
+from gradsync.data.options import MNISTConfig
 from gradsync.data.spec import DataSpec, DataSplits
 from gradsync.data.stats import FASHION_MNIST_STATS, MNIST_STATS, Stats
 

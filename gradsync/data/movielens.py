@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gradsync.config.schemas.recsys import MovieLensConfig
 from gradsync.data.implicit import implicit_feedback_splits
 from gradsync.data.layouts import MOVIELENS_RATINGS
+from gradsync.data.options import MovieLensConfig
 from gradsync.data.spec import DataSplits
 
 BASE_URL = "https://files.grouplens.org/datasets/movielens"

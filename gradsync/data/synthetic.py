@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gradsync.config.schemas.images import SYNTHETIC_IMAGE_SHAPE, SyntheticConfig
 from gradsync.data.memory import PooledSplit
+from gradsync.data.options import SYNTHETIC_IMAGE_SHAPE, SyntheticConfig
 from gradsync.data.spec import DataSpec, DataSplits
 
 

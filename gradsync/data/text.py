@@ -14,9 +14,9 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from gradsync.config.schemas.text import WikiText2Config
 from gradsync.data.layouts import PTB_FILES, WIKITEXT2_FILES
 from gradsync.data.memory import InMemorySplit
+from gradsync.data.options import WikiText2Config
 from gradsync.data.spec import DataSpec, DataSplits
 from gradsync.data.vocab import Vocabulary, tokenize
 

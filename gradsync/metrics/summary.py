@@ -16,6 +16,7 @@ from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
+JOBS_FILE = "jobs.txt"  # in a sweep's directory: the jobs a Slurm array lists
 EXIT_CODES = {"completed": 0, "failed": 1, "interrupted": 130, "terminated": 143}
 _PACKAGES = ("gradsync", "torch", "torchvision", "hydra-core", "omegaconf", "wandb")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torchvision import models
 
-from gradsync.config.schemas.images import AlexNetConfig
 from gradsync.data.spec import DataSpec
+from gradsync.models.options import AlexNetConfig
 from gradsync.models.variants import in_channels, resolve_variant
 
 CIFAR_POOL = 3  # spatial size of the last feature map for 32×32 inputs in the CIFAR variant

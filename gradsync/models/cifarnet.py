@@ -11,8 +11,8 @@ import math
 
 from torch import Tensor, nn
 
-from gradsync.config.schemas.images import CifarNetConfig
 from gradsync.data.spec import DataSpec
+from gradsync.models.options import CifarNetConfig
 from gradsync.models.variants import in_channels
 
 CONV_CHANNELS = 64

@@ -13,8 +13,8 @@ from torch import Tensor, nn
 from torchvision import models
 from torchvision.models import ResNet as TorchResNet
 
-from gradsync.config.schemas.images import ResNetConfig
 from gradsync.data.spec import DataSpec
+from gradsync.models.options import ResNetConfig
 from gradsync.models.variants import in_channels, kaiming_conv, resolve_variant
 
 BUILDERS: dict[int, Callable[..., TorchResNet]] = {

@@ -13,8 +13,8 @@ from collections import OrderedDict
 from torch import Tensor, nn
 from torchvision.models import vgg
 
-from gradsync.config.schemas.images import VGGConfig
 from gradsync.data.spec import DataSpec
+from gradsync.models.options import VGGConfig
 from gradsync.models.variants import in_channels, kaiming_conv, resolve_variant
 
 # torchvision's names of the layer configurations (vgg.cfgs) per depth.

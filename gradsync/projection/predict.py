@@ -21,87 +21,29 @@ the bytes).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from omegaconf import DictConfig, OmegaConf
-
-from gradsync.projection.cluster import Cluster
-from gradsync.projection.profile import ModelProfile
-from gradsync.projection.wire import Wire
+from gradsync.algorithms.costs import CostModel
+from gradsync.algorithms.merge_plans import Layers, iteration_seconds
+from gradsync.algorithms.simulator import contended
+from gradsync.projection.estimates import Estimate, Job
 
 if TYPE_CHECKING:
     from gradsync.algorithms.costs import CostModel
     from gradsync.algorithms.merge_plans import Layers, Plan
     from gradsync.algorithms.simulator import BucketTimes, Prediction
-    from gradsync.schedulers.engine.buckets import Buckets
-    from gradsync.schedulers.registry import SchedulerSpec
 
 SIMULATED_ITERATIONS = 30
 
 
-@dataclass(frozen=True)
-class Job:
-    profile: ModelProfile
-    cluster: Cluster
-    wire: Wire
-    scheduler: DictConfig
-    """The composed ``scheduler`` options."""
-    decisions: Mapping[str, float] = field(default_factory=dict)
-    """What the scheduler decides from measurements inside the job (its registry entry's
-    ``decisions``), when known: OMGS's fitted γ, α, β (its plan follows them, its time the
-    cluster's costs); DeFT's knapsack ``capacity_scale`` and ``mu``."""
-    logged_plan: object | None = None
-    """What the scheduler planned from inside the job, as its registry entry's ``plan_reader``
-    reads it from the run's directory, when known (DeFT's buckets and the times it solved its
-    knapsacks from): the schedule follows it, its time the cluster's costs."""
-    cores_busy_share: float = 1.0
-    """The share of the compute stream during which the host's cores are busy: below 1 when
-    the stream is the slowest worker's (a trace-driven prediction) and the others finished
-    earlier. Exchanges made after it are priced as on idle cores (``Cluster.idle``)."""
-    between: float = 0.0
-    """Seconds each iteration spends outside its passes, exchanges and update: loading its
-    batch, combining what arrived, waiting for the slowest worker (set by ``predict``)."""
-
-
-@dataclass(frozen=True)
-class Estimate:
-    iteration: float
-    """Seconds per iteration in the steady state."""
-    updates_per_iteration: float = 1.0
-    simulated: Prediction | None = field(default=None, compare=False)
-    """The simulator's prediction (with its timeline), for the bucketed schedules."""
-    includes_between: bool = False
-    """``iteration`` already holds ``Job.between``: a schedule whose links go on carrying
-    sends while the workers load the next batch overlaps it; the others pay it after."""
-
-    def samples_per_s(self, batch_size: int, workers: int) -> float:
-        return batch_size * workers / self.iteration
-
-
 # ---- bucketed schedules: the discrete-event simulator ------------------------------------------
-def bucket_times(job: Job, buckets: Buckets) -> BucketTimes:
-    from gradsync.algorithms.simulator import BucketTimes
-
-    p = job.profile
-    comm = [
-        job.wire.exchange_seconds(job.cluster, buckets.numel(b)) if job.cluster.workers > 1 else 0
-        for b in range(len(buckets))
-    ]
-    return BucketTimes(
-        forward=tuple(buckets.spread(p.forward, p.sizes)),
-        backward=tuple(buckets.spread(p.backward, p.sizes)),
-        comm=tuple(comm),
-    )
-
-
 def simulated(
     job: Job, schedule: Callable[[BucketTimes], Prediction], times: BucketTimes
 ) -> Prediction:
     """``schedule`` on ``times``, computing slower while links are busy on a shared host."""
-    from gradsync.algorithms.simulator import contended
 
     return contended(schedule, times, job.cluster.busy_link_slowdown)
 
@@ -112,12 +54,6 @@ def simulated_estimate(
     """The estimate of a schedule that updates every iteration: ``simulated`` plus the update."""
     prediction = simulated(job, schedule, times)
     return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
-
-
-def partitioned(job: Job, elements: float) -> Buckets:
-    from gradsync.schedulers.engine.buckets import Buckets
-
-    return Buckets.partition(job.profile.sizes, max(1, int(elements)))
 
 
 def start_up(job: Job) -> float:
@@ -131,8 +67,6 @@ PlanRule = Callable[["Layers", "CostModel"], "Plan"]
 
 def merged_timeline(plan_of: PlanRule) -> Callable[[Job], Estimate]:
     def model(job: Job) -> Estimate:
-        from gradsync.algorithms.costs import CostModel
-        from gradsync.algorithms.merge_plans import Layers, iteration_seconds
 
         p, wire, cluster = job.profile, job.wire, job.cluster
         # OMGS's cost model in this job's terms: α the start-ups of one exchange, β per byte
@@ -192,44 +126,3 @@ def push_pull(job: Job, fraction: float = 1.0) -> tuple[float, float]:
 def compute_and_compress(job: Job) -> float:
     p = job.profile
     return sum(p.forward) + sum(p.backward) + job.wire.compress_seconds
-
-
-def _specs() -> Mapping[str, SchedulerSpec]:
-    from gradsync.schedulers.registry import SCHEDULERS
-
-    return SCHEDULERS
-
-
-SCHEDULER_MODELS: Mapping[str, Callable[[Job], Estimate]] = {
-    name: spec.estimate for name, spec in _specs().items()
-}
-"""Every scheduler's model, by option name (from the registry)."""
-OVERLAPPED = frozenset(
-    name for name, spec in _specs().items() if spec.capabilities.overlaps_backward
-)
-"""Schedulers that exchange while backward runs, from a communication thread (or the group's
-own threads)."""
-
-
-def predict(scheduler: str, job: Job) -> Estimate:
-    """``scheduler``'s estimate for ``job``; options the job leaves out take their defaults."""
-    from gradsync.schedulers.registry import spec_named
-
-    try:
-        spec = spec_named(scheduler)
-    except ValueError:
-        raise ValueError(
-            f"no cost model for scheduler {scheduler!r}; valid: {', '.join(SCHEDULER_MODELS)}"
-        ) from None
-    able = spec.capabilities
-    options = OmegaConf.merge(OmegaConf.structured(spec.config), job.scheduler)
-    assert isinstance(options, DictConfig)
-    job = replace(job, scheduler=options)
-    if able.overlaps_backward:
-        job = replace(job, cluster=job.cluster.overlapped())
-    waits = job.cluster.sync_s if able.lockstep and job.cluster.workers > 1 else 0.0
-    job = replace(job, between=job.profile.data + job.wire.combine_seconds + waits)
-    estimate = spec.estimate(job)
-    if estimate.includes_between:
-        return estimate
-    return replace(estimate, iteration=estimate.iteration + job.between)

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gradsync.algorithms.simulator import COMPUTE, LINK_1, LINK_2
+
 if TYPE_CHECKING:
     from gradsync.algorithms.simulator import Prediction
 
@@ -17,8 +19,6 @@ def draw_timelines(predictions: Mapping[str, Prediction], path: Path) -> None:
     sends of an earlier iteration's gradient are hatched."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
-
-    from gradsync.algorithms.simulator import COMPUTE, LINK_1, LINK_2
 
     lanes = {COMPUTE: 2, LINK_1: 1, LINK_2: 0}
     figure = Figure(figsize=(11, 1.6 * len(predictions) + 1.0), layout="constrained")

@@ -17,8 +17,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gradsync.cli.sweep import JOBS_FILE
 from gradsync.metrics.summary import (
+    JOBS_FILE,
     METRICS_FILE,
     SUMMARY_FILE,
     DamagedSummary,

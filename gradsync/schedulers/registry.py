@@ -32,7 +32,7 @@ from gradsync.schedulers.ps.config import HOST_SYNCS as SERVER_HOST_SYNCS
 from gradsync.schedulers.ps.config import AspConfig, OspConfig, PsBspConfig, SspConfig
 
 if TYPE_CHECKING:
-    from gradsync.projection.predict import Estimate, Job
+    from gradsync.projection.estimates import Estimate, Job
 
 CostModel = Callable[["Job"], "Estimate"]
 
@@ -360,16 +360,6 @@ def allreducible_problem(scheduler: str, compressor_name: str, adds_up: bool) ->
         f"scheduler={scheduler} all-reduces, but compressor={compressor_name} all-gathers its "
         f"payloads; use {allreducible_choices()}"
     )
-
-
-def require_allreducible(scheduler: str, sums: str, compressor: Any) -> None:
-    """For an engine built directly (not from a checked config): ValueError if
-    ``_cannot_sum``, naming what the scheduler sums (``sums``)."""
-    if _cannot_sum(scheduler, compressor.allreducible):
-        raise ValueError(
-            f"scheduler={scheduler} all-reduces {sums}, so it needs a compressor whose payloads "
-            f"add up: {allreducible_choices()}"
-        )
 
 
 def store_options() -> None:

@@ -11,6 +11,9 @@ from typing import Protocol
 from torch import Tensor, nn
 
 from gradsync.data.spec import DataSpec
+from gradsync.tasks.classification import ClassificationTask
+from gradsync.tasks.language_model import LanguageModelTask
+from gradsync.tasks.recommendation import RecommendationTask
 
 
 class Task(Protocol):
@@ -30,9 +33,6 @@ class Task(Protocol):
 
 
 def build_task(spec: DataSpec) -> Task:
-    from gradsync.tasks.classification import ClassificationTask
-    from gradsync.tasks.language_model import LanguageModelTask
-    from gradsync.tasks.recommendation import RecommendationTask
 
     tasks: dict[str, type] = {
         "classification": ClassificationTask,

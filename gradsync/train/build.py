@@ -14,8 +14,9 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
 from gradsync.config.instantiate import build
-from gradsync.config.schema import Precision, option_schema
+from gradsync.config.schema import Precision
 from gradsync.data.spec import DataSpec, DataSplits
+from gradsync.families import option_schema
 from gradsync.metrics.loggers import (
     ConsoleLogger,
     JsonlLogger,

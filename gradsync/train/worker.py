@@ -26,8 +26,7 @@ import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync.cluster.agreement import any_rank
-from gradsync.cluster.backends import GLOO, Backends, job_backends
-from gradsync.cluster.capacity import gpu_sharing_problem
+from gradsync.cluster.backends import GLOO, Backends
 from gradsync.cluster.devices import (
     gpus_on_node,
     local_device,
@@ -46,14 +45,16 @@ from gradsync.data.feeds import Feeds, make_feeds
 from gradsync.data.once import load_in_turn
 from gradsync.data.sharding import ShardedBatchSampler
 from gradsync.data.spec import DataSplits
+from gradsync.families import job_backends
 from gradsync.metrics.loggers import NullLogger
 from gradsync.schedulers.ps.groups import make_groups
-from gradsync.schedulers.ps.server import serve
 from gradsync.tasks import build_task
 from gradsync.train import build as builders
+from gradsync.train.capacity import gpu_sharing_problem
 from gradsync.train.checkpoint import resolve_checkpoint
 from gradsync.train.faults import FaultPlan, as_comm_timeout
 from gradsync.train.loop import Schedule, Trainer
+from gradsync.train.servers import serve
 from gradsync.train.sync_check import HostSyncCheck, declared_host_syncs
 from gradsync.train.timing import make_clock
 from gradsync.types import MetricsLogger

@@ -21,8 +21,8 @@ from gradsync.feedback.residual import ResidualFeedback
 from gradsync.schedulers.engine.comm_thread import THREAD_NAME
 from gradsync.schedulers.ps.config import PsBspConfig
 from gradsync.schedulers.ps.groups import make_groups
-from gradsync.schedulers.ps.server import serve
 from gradsync.schedulers.ps.worker import PsSync
+from gradsync.train.servers import serve
 from tests.dist import test_collective_order as pipelined
 from tests.dist.test_collective_order import (
     COMPRESSORS,

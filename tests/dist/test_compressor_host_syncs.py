@@ -11,9 +11,9 @@ from hydra import compose, initialize_config_module
 
 from gradsync.comm.collective import TorchCollective
 from gradsync.comm.host_sync import take_counts
-from gradsync.config.compose import CONFIG_MODULE
-from gradsync.config.discovery import group_options
 from gradsync.config.instantiate import build
+from gradsync.jobs.compose import CONFIG_MODULE
+from gradsync.jobs.discovery import group_options
 from gradsync.types import GroupInfo, TensorPart
 from tests.helpers.dist import run_world
 

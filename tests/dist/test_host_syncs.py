@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from gradsync.comm.collective import TorchCollective
-from gradsync.config.compose import ConfigError, compose_jobs
+from gradsync.jobs.compose import ConfigError, compose_jobs
 from gradsync.schedulers.registry import SCHEDULERS, peer_schedulers
 from gradsync.train.build import build_sync
 from gradsync.train.sync_check import HostSyncCheck, declared_host_syncs

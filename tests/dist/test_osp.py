@@ -20,8 +20,8 @@ from gradsync.feedback.none import NoneFeedback
 from gradsync.schedulers.ps.config import OspConfig, PsBspConfig
 from gradsync.schedulers.ps.groups import make_groups
 from gradsync.schedulers.ps.osp import OspSync
-from gradsync.schedulers.ps.server import serve
 from gradsync.schedulers.ps.worker import PsSync
+from gradsync.train.servers import serve
 from tests.helpers.dist import run_world
 from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
 

@@ -1,4 +1,4 @@
-"""Profiling the composed job's model on this host (``projection/profile.py``): the per-tensor
+"""Profiling the composed job's model on this host (``measure/profile.py``): the per-tensor
 times and sizes line up with the model, warming up trains it, and the link probe runs real gloo
 workers and reports sane delays for calls after computing and calls made while computing, and
 what a Predictor measured is saved and reused without measuring again, or with a run's own
@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradsync.config.compose import compose_jobs
-from gradsync.projection.profile import MeasurementError, probe_links, profile_job
+from gradsync.jobs.compose import compose_jobs
+from gradsync.measure import MeasurementError
+from gradsync.measure.profile import probe_links, profile_job
 
 pytestmark = pytest.mark.dist
 
@@ -52,8 +53,8 @@ def test_a_failing_probe_worker_is_reported_with_its_rank(mlp_job):
 def test_the_link_probe_times_real_collectives_and_saved_measurements_are_reused(
     mlp_job, tmp_path, monkeypatch
 ):
-    from gradsync.config.compose import compose_jobs
-    from gradsync.projection import jobs
+    from gradsync.jobs.compose import compose_jobs
+    from gradsync.measure import jobs
 
     first = jobs.Predictor()
     cluster = first.on_this_host(mlp_job, jobs.cluster_for(mlp_job))  # probes the links

@@ -19,11 +19,11 @@ from torch import Tensor
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.options.base import NoneCompressorConfig
 from gradsync.config.schema import TrainerConfig
-from gradsync.config.schemas.feedback import NoneFeedbackConfig
+from gradsync.feedback.options import NoneFeedbackConfig
 from gradsync.schedulers.ps.config import AspConfig, SspConfig
 from gradsync.schedulers.ps.groups import make_groups
-from gradsync.schedulers.ps.server import serve
 from gradsync.train.build import build_sync
+from gradsync.train.servers import serve
 from tests.helpers.dist import run_world
 from tests.helpers.training import local_loss, sgd, tiny_data, tiny_model
 

@@ -20,7 +20,7 @@ import pytest
 import torch.distributed as dist
 
 from gradsync.cluster.env import DistEnv
-from gradsync.config.compose import compose_jobs, write_resolved
+from gradsync.jobs.compose import compose_jobs, write_resolved
 from tests.helpers.dist import run_world
 
 pytestmark = pytest.mark.dist

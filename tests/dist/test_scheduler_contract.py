@@ -16,15 +16,15 @@ from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 from torch import nn
 
+from gradsync import families
 from gradsync.comm.collective import TorchCollective
-from gradsync.config.compose import CONFIG_MODULE
-from gradsync.config.discovery import group_options
 from gradsync.config.instantiate import build
-from gradsync.config.schema import register_schemas
+from gradsync.jobs.compose import CONFIG_MODULE
+from gradsync.jobs.discovery import group_options
 from gradsync.schedulers.ps.groups import make_groups
-from gradsync.schedulers.ps.server import serve
 from gradsync.schedulers.registry import SCHEDULERS, spec_of
 from gradsync.train.build import build_optimizer, build_sync
+from gradsync.train.servers import serve
 from tests.helpers.dist import run_world
 
 pytestmark = pytest.mark.dist
@@ -37,7 +37,7 @@ WITHOUT_SERVERS = [n for n in SCHEDULERS if n not in WITH_SERVERS]
 
 def _configs(names: list[str], *, group: str = "scheduler") -> dict[str, DictConfig]:
     """``{name: the composed config with group=name}``, dense unless ``group`` is compressor."""
-    register_schemas()
+    families.register()
     base = ["compressor=none", f"trainer.workers={WORKERS}", f"trainer.servers={SERVERS}"]
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         return {

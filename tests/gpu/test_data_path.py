@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from gradsync.config.compose import compose_jobs
 from gradsync.config.instantiate import build
 from gradsync.data.feeds import Batch, Feeds
 from gradsync.data.prefetch import on_device
 from gradsync.data.spec import DataSplits
+from gradsync.jobs.compose import compose_jobs
 from tests.helpers.cli import metrics, run_completed
 from tests.helpers.datagen.images import write_cifar10, write_imagenet
 from tests.helpers.feeds import feeds_of

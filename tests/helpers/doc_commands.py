@@ -171,7 +171,7 @@ def _in_process(argv: list[str]) -> None:
 
 def _check_run(args: list[str]) -> None:
     from gradsync.cli.run_args import parse_run_args
-    from gradsync.config.compose import compose_jobs, launcher_overrides
+    from gradsync.jobs.compose import compose_jobs, launcher_overrides
 
     run = parse_run_args(args)
     assert run is not None
@@ -201,7 +201,7 @@ def _check_job_command(command: str, args: list[str]) -> None:
     """A command that describes one job by overrides: its own parser, then the job composed."""
     import importlib
 
-    from gradsync.config.compose import compose_jobs
+    from gradsync.jobs.compose import compose_jobs
 
     parsed = importlib.import_module(f"gradsync.cli.{command}")._parser().parse(args)
     assert parsed is not None

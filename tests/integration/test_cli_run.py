@@ -8,7 +8,7 @@ from importlib import metadata
 import pytest
 import torch
 
-from gradsync.config.discovery import group_options
+from gradsync.jobs.discovery import group_options
 from gradsync.train.loop import Trainer  # noqa: F401 - the worker package must import cleanly
 from tests.helpers.cli import final_params, metrics, run_cli, summary
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gradsync.config.compose import ConfigError
+from gradsync.jobs.compose import ConfigError
 from tests.helpers.doc_commands import (
     DocCommand,
     check,

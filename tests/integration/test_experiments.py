@@ -6,8 +6,8 @@ import pytest
 import torch
 from hydra import compose, initialize_config_module
 
-from gradsync.config.compose import CONFIG_MODULE
-from gradsync.config.discovery import group_options
+from gradsync.jobs.compose import CONFIG_MODULE
+from gradsync.jobs.discovery import group_options
 from tests.helpers.cli import run_cli, summary
 from tests.helpers.datagen import generators
 

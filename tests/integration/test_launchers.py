@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gradsync.config.compose import compose_jobs, write_resolved
+from gradsync.jobs.compose import compose_jobs, write_resolved
 from tests.helpers.cli import metrics, run_cli, summary
 
 

@@ -1,4 +1,4 @@
-"""OMGS's in-place fit replayed for a prediction (``projection/planning.py``): the job's own
+"""OMGS's in-place fit replayed for a prediction (``measure/planning.py``): the job's own
 planning steps run for real on shaped links, and only jobs that fit in place are replayed."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import pytest
 
 from gradsync.cluster.host_checks import missing_netem_requirement
-from gradsync.config.compose import compose_jobs
-from gradsync.projection.planning import fits_here, planning_fit
+from gradsync.jobs.compose import compose_jobs
+from gradsync.measure.planning import fits_here, planning_fit
 
 pytestmark = pytest.mark.skipif(
     missing_netem_requirement() is not None, reason=str(missing_netem_requirement())

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gradsync.cli import simulate
-from gradsync.projection.measured import read
+from gradsync.measure.measured import read
 from gradsync.schedulers.engine.profiling import profile_tensors
 from tests.helpers.cli import run_cli
 

@@ -13,12 +13,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gradsync.config.compose import compose_jobs
 from gradsync.config.instantiate import build
 from gradsync.data.feeds import Batch
 from gradsync.data.image_batches import ImageBatches, Normalization, PadCropFlip
 from gradsync.data.memory import TensorSplit
 from gradsync.data.spec import DataSpec, DataSplits
+from gradsync.jobs.compose import compose_jobs
 from tests.helpers.datagen.images import write_cifar10, write_imagenet
 from tests.helpers.feeds import feeds_of
 

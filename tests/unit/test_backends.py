@@ -21,12 +21,12 @@ from gradsync.cluster.backends import (
     BackendRefused,
     Backends,
     choose_backends,
-    job_backends,
 )
 from gradsync.cluster.group_devices import HOST, bound_device, tensors_on
 from gradsync.cluster.ports import free_port
 from gradsync.compressors.sparse import SparseCtx
-from gradsync.config.compose import compose_jobs, resolved_yaml
+from gradsync.families import job_backends
+from gradsync.jobs.compose import compose_jobs, resolved_yaml
 from gradsync.schedulers.ps.host import pickled
 from gradsync.schedulers.registry import SCHEDULERS, runs_servers
 
@@ -100,7 +100,7 @@ def test_cpu_jobs_stay_on_gloo_whatever_else_holds():
 
 COMPOSE_WITHOUT_TORCH = """
 import sys
-from gradsync.config.compose import ConfigError, compose_jobs
+from gradsync.jobs.compose import ConfigError, compose_jobs
 compose_jobs(["trainer.max_steps=5"], multirun=False)
 compose_jobs(["runner=netem", "trainer.workers=4"], multirun=False, launcher_here=False)
 try:

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from gradsync.cluster.host_checks import missing_sbatch
-from gradsync.config.compose import ConfigError, check_sweep, compose_jobs, launcher_overrides
-from gradsync.config.discovery import group_options
+from gradsync.jobs.compose import ConfigError, check_sweep, compose_jobs, launcher_overrides
+from gradsync.jobs.discovery import group_options
 
 CASES = [
     (
@@ -220,7 +220,7 @@ def test_resume_path_without_checkpoint(tmp_path):
 
 
 def test_keys_of_a_swept_group_are_applied_per_job():
-    from gradsync.config.compose import defer_keys_of_swept_groups
+    from gradsync.jobs.compose import defer_keys_of_swept_groups
 
     assert defer_keys_of_swept_groups(
         ["compressor=topk,deft", "compressor.density=0.1", "trainer.lr=0.1", "model.hidden=[]"]

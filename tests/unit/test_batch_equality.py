@@ -14,7 +14,6 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 from torchvision.datasets import MNIST, FashionMNIST
 
-from gradsync.config.compose import compose_jobs
 from gradsync.config.instantiate import build
 from gradsync.data import transforms
 from gradsync.data.cifar import Cifar10
@@ -27,6 +26,7 @@ from gradsync.data.stats import (
     MNIST_STATS,
     Stats,
 )
+from gradsync.jobs.compose import compose_jobs
 from tests.helpers.datagen.images import write_cifar10, write_mnist
 from tests.helpers.datagen.movielens import write_movielens
 from tests.helpers.datagen.text import GENERATORS as TEXT_GENERATORS

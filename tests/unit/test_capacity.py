@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gradsync.cluster.capacity import (
+from gradsync.cluster.host_checks import missing_sbatch
+from gradsync.jobs.compose import ConfigError, compose_jobs
+from gradsync.train.capacity import (
     PROCESS_BASE_BYTES,
     THREADS_PER_CORE,
     Host,
@@ -16,8 +18,6 @@ from gradsync.cluster.capacity import (
     process_bytes,
     processes_problem,
 )
-from gradsync.cluster.host_checks import missing_sbatch
-from gradsync.config.compose import ConfigError, compose_jobs
 
 GIB = 2**30
 
@@ -63,7 +63,7 @@ def test_gpt2_activations_count_beside_its_parameters():
 
 
 def test_a_model_is_sized_once_and_then_read_from_the_cache(tmp_path, monkeypatch):
-    from gradsync.cluster import capacity
+    from gradsync.train import capacity
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     cfg = _job("model=cnn", "dataset=synthetic")

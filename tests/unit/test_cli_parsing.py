@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
+from gradsync import families
 from gradsync.cli import sweep
 from gradsync.cli.command import CommandParser
 from gradsync.cli.run import _run_in_hydra
-from gradsync.config.compose import ConfigError
-from gradsync.config.schema import register_schemas
+from gradsync.jobs.compose import ConfigError
 
 
 def _parser() -> CommandParser:
@@ -55,7 +55,7 @@ def test_sweep_takes_one_of_its_modes(capsys):
 
 
 def test_hydra_gets_the_arguments_and_the_command_line_is_left_as_it_was(capsys, monkeypatch):
-    register_schemas()
+    families.register()
     monkeypatch.setattr(sys, "argv", ["pytest", "-q"])
     _run_in_hydra(["--cfg", "job", "trainer.workers=3"])
     assert "workers: 3" in capsys.readouterr().out

@@ -13,9 +13,9 @@ from gradsync.comm.host_sync import take_counts
 from gradsync.compressors.deft import DEFTCompressor
 from gradsync.compressors.threshold import ThresholdCompressor
 from gradsync.compressors.topk import TopKCompressor
-from gradsync.config.compose import CONFIG_MODULE
-from gradsync.config.discovery import group_options
 from gradsync.config.instantiate import build
+from gradsync.jobs.compose import CONFIG_MODULE
+from gradsync.jobs.discovery import group_options
 from gradsync.types import GroupInfo, TensorPart
 
 PARTS = (TensorPart(0, (8, 50)), TensorPart(1, (30,)), TensorPart(2, (300,)), TensorPart(3, (7,)))

@@ -12,9 +12,9 @@ from omegaconf import OmegaConf
 from gradsync.compressors.choices import EXCHANGES
 from gradsync.compressors.options.base import CompressorConfig
 from gradsync.compressors.registry import COMPRESSORS, allreducible_choices
-from gradsync.config.compose import compose_jobs
-from gradsync.config.discovery import group_options
 from gradsync.config.instantiate import build
+from gradsync.jobs.compose import compose_jobs
+from gradsync.jobs.discovery import group_options
 
 
 def _settings() -> list[list[str]]:

@@ -12,11 +12,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from gradsync.compressors.none import NoneCompressor
 from gradsync.compressors.randomk import RandomKCompressor
-from gradsync.config.compose import CONFIG_MODULE, check_config, compose_jobs
-from gradsync.config.discovery import group_options
 from gradsync.config.instantiate import build
 from gradsync.config.schema import TrainConfig
 from gradsync.data.spec import DataSpec
+from gradsync.jobs.compose import CONFIG_MODULE, check_config, compose_jobs
+from gradsync.jobs.discovery import group_options
 from gradsync.train.build import build_optimizer
 from gradsync.types import Compressor, ErrorFeedback, GroupInfo
 from tests.helpers.datagen import generators

@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 
 from gradsync.config.schema import SizedDataset
-from gradsync.config.schemas.datasets import DigitsConfig
-from gradsync.config.schemas.images import FashionMNISTConfig, MNISTConfig, SyntheticConfig
 from gradsync.data.digits import Digits
 from gradsync.data.mnist import MNIST, FashionMNIST
+from gradsync.data.options import DigitsConfig, FashionMNISTConfig, MNISTConfig, SyntheticConfig
 from tests.helpers.datagen.images import write_mnist
 
 

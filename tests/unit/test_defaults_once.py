@@ -14,20 +14,18 @@ import textwrap
 import pytest
 from omegaconf import OmegaConf
 
-from gradsync.compressors.registry import COMPRESSORS
 from gradsync.config.files import ROOT_CONFIG_FILE
-from gradsync.config.schema import _collect_schemas
-from gradsync.schedulers.registry import SCHEDULERS
+from gradsync.families import OPTIONS as FAMILY_OPTIONS
 
 CONF = ROOT_CONFIG_FILE.parent
 
 
 def _every_option() -> list[tuple[str, str, type]]:
-    options = [("compressor", name, cls) for name, cls in COMPRESSORS.items()]
-    options += [("scheduler", name, spec.config) for name, spec in SCHEDULERS.items()]
-    for group, schemas in _collect_schemas().items():
-        options += [(group, name, cls) for name, cls in schemas.items()]
-    return options
+    return [
+        (group, name, cls)
+        for group, options in FAMILY_OPTIONS.items()
+        for name, cls in options.items()
+    ]
 
 
 OPTIONS = _every_option()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gradsync.config.discovery import group_options
+from gradsync.jobs.discovery import group_options
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -100,7 +100,7 @@ def _same_value(documented: str, actual: str) -> bool:
 def test_documented_keys_and_defaults_are_the_schemas() -> None:
     """A hand-written table of keys (a methods page's options, the guide's trainer keys) names
     keys that exist, with the defaults a run gets: on a methods page, its own option's."""
-    from gradsync.config.reference import all_option_docs
+    from gradsync.jobs.reference import all_option_docs
 
     docs = all_option_docs()
     rows = _documented_defaults()

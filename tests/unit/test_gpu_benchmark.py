@@ -32,7 +32,7 @@ from benchmarks.gpu_pytest import summary_line
 from benchmarks.gpu_runs import SETTLING_WINDOWS, steady
 from benchmarks.gpu_tables import Goal, goal_cells
 from benchmarks.measure import gradsync_command
-from gradsync.config.discovery import group_options
+from gradsync.jobs.discovery import group_options
 from gradsync.schedulers.registry import SCHEDULERS
 from gradsync.types import GroupInfo, TensorPart
 from tests.helpers.gpu_benchmark import CPU, TINY, one_rank_group, table_rows

@@ -13,7 +13,6 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gradsync.cluster import capacity
 from gradsync.cluster.devices import (
     gpus_on_node,
     local_device,
@@ -23,9 +22,9 @@ from gradsync.cluster.devices import (
     workers_per_gpu,
 )
 from gradsync.cluster.env import DistEnv
-from gradsync.config.compose import ConfigError, compose_jobs
 from gradsync.data.once import load_in_turn
-from gradsync.train import worker
+from gradsync.jobs.compose import ConfigError, compose_jobs
+from gradsync.train import capacity, worker
 from tests.helpers.dist import run_world
 
 H100_BYTES = 80 * 10**9

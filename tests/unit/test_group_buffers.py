@@ -10,9 +10,9 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from gradsync.compressors.topk import TopKCompressor
-from gradsync.config.compose import CONFIG_MODULE
-from gradsync.config.discovery import group_options
 from gradsync.config.instantiate import build
+from gradsync.jobs.compose import CONFIG_MODULE
+from gradsync.jobs.discovery import group_options
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.group_buffers import GroupBuffers
 from gradsync.types import GroupInfo, OwnMemory, TensorPart

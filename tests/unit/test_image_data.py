@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from gradsync.config.compose import ConfigError, compose_jobs
 from gradsync.config.instantiate import build
 from gradsync.data.spec import DataSplits
 from gradsync.data.stats import (
@@ -22,6 +21,7 @@ from gradsync.data.stats import (
     Stats,
 )
 from gradsync.data.synthetic import Synthetic
+from gradsync.jobs.compose import ConfigError, compose_jobs
 from tests.helpers.datagen.images import (
     IMAGENET_CLASSES,
     IMAGENET_PER_CLASS,

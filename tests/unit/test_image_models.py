@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from gradsync.config.compose import ConfigError, compose_jobs
 from gradsync.config.instantiate import build
 from gradsync.data.spec import DataSpec
+from gradsync.jobs.compose import ConfigError, compose_jobs
 
 CIFAR = DataSpec(task="classification", num_classes=10, input_shape=(3, 32, 32))
 MNIST = DataSpec(task="classification", num_classes=10, input_shape=(1, 28, 28))

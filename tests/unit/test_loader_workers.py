@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-from gradsync.config.compose import ConfigError, compose_jobs
-from gradsync.config.discovery import group_options
 from gradsync.config.instantiate import build
-from gradsync.config.schema import streamed_from_disk
 from gradsync.data import loader_workers
 from gradsync.data.memory import InMemorySplit
+from gradsync.families import streamed_from_disk
+from gradsync.jobs.compose import ConfigError, compose_jobs
+from gradsync.jobs.discovery import group_options
 from tests.helpers.datagen import generators
 from tests.helpers.datagen.images import write_imagenet
 

@@ -11,6 +11,7 @@ import random
 import pytest
 import torch
 
+from gradsync.algorithms.osp_budget import umax_bytes
 from gradsync.algorithms.osp_split import (
     SizeSchedule,
     layer_bytes,
@@ -18,7 +19,6 @@ from gradsync.algorithms.osp_split import (
     lgp_correct,
     lgp_step,
     split_unimportant,
-    umax_bytes,
 )
 
 # --------------------------------------------------------------------------- importance (eq. 4)

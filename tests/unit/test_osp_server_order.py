@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync.compressors.options.base import NoneCompressorConfig
 from gradsync.config.schema import TrainerConfig
 from gradsync.schedulers.ps import osp_server
 from gradsync.schedulers.ps.config import OspConfig
-from gradsync.schedulers.ps.server import Serving
+from gradsync.train.servers import serving
 from tests.helpers.training import tiny_model
 
 WORKERS, STEPS = 2, 5
@@ -43,7 +44,8 @@ class _Links:
 def _cfg() -> DictConfig:
     trainer = OmegaConf.structured(TrainerConfig(workers=WORKERS, lr=0.1))
     scheduler = OmegaConf.structured(OspConfig(budget=0.9))  # unimportant layers from step 1
-    return OmegaConf.create({"trainer": trainer, "scheduler": scheduler})
+    compressor = OmegaConf.structured(NoneCompressorConfig())
+    return OmegaConf.create({"trainer": trainer, "scheduler": scheduler, "compressor": compressor})
 
 
 def test_the_server_posts_the_next_receives_before_it_waits_for_its_sends(monkeypatch):
@@ -51,8 +53,14 @@ def test_the_server_posts_the_next_receives_before_it_waits_for_its_sends(monkey
     monkeypatch.setattr(osp_server, "TorchCollective", lambda: links)
     monkeypatch.setattr(osp_server, "background", lambda: links)
     sizes = []
-    job = Serving(0, STEPS, STEPS, after_step=lambda values: sizes.append(values.numel()))
-    osp_server.serve_osp(_cfg(), tiny_model().float(), job)
+    job = serving(
+        _cfg(),
+        server=0,
+        steps_per_epoch=STEPS,
+        total_steps=STEPS,
+        after_step=lambda values: sizes.append(values.numel()),
+    )
+    osp_server.serve_osp(tiny_model().float(), job)
     assert len(sizes) == STEPS
     waits = links.outstanding_at_send_waits
     assert len(waits) > STEPS * WORKERS  # RS replies every step, ICS replies after step 0

@@ -9,7 +9,7 @@ import torch
 
 from gradsync.compressors.powersgd import PowerSGDCompressor, layout_of, orthogonalize
 from gradsync.feedback.none import NoneFeedback
-from gradsync.projection.wire import measure_wire
+from gradsync.measure.wire import measure_wire
 from gradsync.types import GroupInfo, OwnMemory, TensorPart
 
 SHAPES = ((6, 3, 3, 3), (6,), (16, 96), (16,), (3, 16), (3,))

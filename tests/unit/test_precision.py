@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from gradsync.config.compose import ConfigError, check_config, compose_jobs
 from gradsync.config.schema import Precision
+from gradsync.jobs.compose import ConfigError, check_config, compose_jobs
 from gradsync.schedulers.registry import SCHEDULERS
 from gradsync.train.checkpoint import restore_rng, rng_state
 from gradsync.train.faults import FaultPlan, InjectedFault

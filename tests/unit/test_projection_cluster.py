@@ -150,9 +150,9 @@ def test_the_runners_schema_says_where_a_job_runs_composed_or_read_back(
 ):
     from omegaconf import OmegaConf
 
-    from gradsync.config.compose import compose_jobs, write_resolved
-    from gradsync.projection.jobs import cluster_for
-    from gradsync.projection.planning import fits_here
+    from gradsync.jobs.compose import compose_jobs, write_resolved
+    from gradsync.measure.jobs import cluster_for
+    from gradsync.measure.planning import fits_here
 
     overrides = [f"runner={runner}", "trainer.workers=2", "scheduler=omgs", "compressor=topk"]
     (composed,) = compose_jobs(

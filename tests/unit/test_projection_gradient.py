@@ -1,4 +1,4 @@
-"""The gradient compressors are measured on (``projection/profile.py``): every trained
+"""The gradient compressors are measured on (``measure/profile.py``): every trained
 parameter's, flat in model order, and a parameter backward left without one is named."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from gradsync.projection.profile import MeasurementError, _flat_gradient
+from gradsync.measure.profile import MeasurementError, _flat_gradient
 
 
 def test_the_gradient_is_a_copy_of_every_parameter_s_end_to_end():

@@ -1,4 +1,4 @@
-"""Saved measurements (``projection/measured.py``): what is written is read back the same, and
+"""Saved measurements (``measure/measured.py``): what is written is read back the same, and
 a file that is not such a file is refused in one line."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from gradsync.projection.measured import Measurements, read, write
-from gradsync.projection.profile import ModelProfile, ProfiledJob, SharedHostDelays
-from gradsync.projection.wire import LENGTHS, Wire
+from gradsync.measure.measured import Measurements, read, write
+from gradsync.measure.profile import ProfiledJob, SharedHostDelays
+from gradsync.projection.estimates import LENGTHS, ModelProfile, Wire
 
 PROFILE = ModelProfile(
     model="Net", sizes=(10, 30), forward=(0.001, 0.002), backward=(0.003, 0.004),

@@ -1,4 +1,4 @@
-"""What compressors send, measured by running them (``projection/wire.py``), and the scheduler
+"""What compressors send, measured by running them (``measure/wire.py``), and the scheduler
 models of ``projection/predict.py`` against hand computations and orderings that must hold."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from gradsync.compressors.terngrad import TernGradCompressor
 from gradsync.compressors.threshold import ThresholdCompressor
 from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.auto import for_compressor
+from gradsync.measure.wire import extrapolate, measure_wire
 from gradsync.projection.cluster import Cluster
-from gradsync.projection.predict import OVERLAPPED, SCHEDULER_MODELS, Job, predict
-from gradsync.projection.profile import ModelProfile
-from gradsync.projection.wire import LENGTH_BYTES, LENGTHS, Wire, extrapolate, measure_wire
+from gradsync.projection.estimates import LENGTH_BYTES, LENGTHS, Job, ModelProfile, Wire
+from gradsync.schedulers.costs import OVERLAPPED, SCHEDULER_MODELS, predict
 from gradsync.schedulers.registry import SCHEDULERS
 
 LAYERS = (2000, 50, 6000, 100, 1200, 10)
@@ -465,7 +465,7 @@ def test_deft_takes_the_jobs_own_mu_and_capacity_scale():
 
 
 def test_the_decisions_a_run_logged_are_read_from_its_first_record_with_all_of_them():
-    from gradsync.projection.planning import logged_decisions
+    from gradsync.measure.planning import logged_decisions
 
     records = [
         {"step": 5, "sched/groups": 62.0},
@@ -492,7 +492,7 @@ def test_the_decisions_a_run_logged_are_read_from_its_first_record_with_all_of_t
 
 
 def test_a_deft_runs_own_bucket_plan_is_read_from_its_directory(tmp_path):
-    from gradsync.projection.planning import logged_plan
+    from gradsync.measure.planning import logged_plan
     from gradsync.schedulers.deft.deft import PROFILE_FILE, BucketProfile
 
     assert logged_plan(tmp_path, "deft") is None  # not a DeFT run

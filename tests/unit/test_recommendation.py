@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from gradsync.config.compose import ConfigError, compose_jobs
 from gradsync.data import movielens
 from gradsync.data.implicit import NegativeSampler, leave_one_out
 from gradsync.data.movielens import MovieLens
 from gradsync.data.spec import DataSpec, DataSplits
+from gradsync.jobs.compose import ConfigError, compose_jobs
 from gradsync.models.ncf import NeuMF
 from gradsync.tasks.recommendation import RecommendationTask
 from tests.helpers.datagen.movielens import Rating, random_ratings, write_ratings

@@ -10,8 +10,8 @@ import pytest
 
 from gradsync.cli.run_args import parse_run_args, run_help
 from gradsync.compressors.options.sparsifiers import DGCConfig, TopKConfig
-from gradsync.config.compose import ConfigError
-from gradsync.config.reference import (
+from gradsync.jobs.compose import ConfigError
+from gradsync.jobs.reference import (
     KeyDoc,
     OptionDoc,
     all_option_docs,

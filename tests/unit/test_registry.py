@@ -15,15 +15,15 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 import gradsync
+from gradsync import families
 from gradsync.compressors.none import NoneCompressor
-from gradsync.config.compose import CONFIG_MODULE, ConfigError, check_config
-from gradsync.config.discovery import group_options
-from gradsync.config.schema import register_schemas
 from gradsync.feedback.none import NoneFeedback
+from gradsync.jobs.compose import CONFIG_MODULE, ConfigError, check_config
+from gradsync.jobs.discovery import group_options
+from gradsync.measure.wire import measure_wire
 from gradsync.projection.cluster import Cluster
-from gradsync.projection.predict import Job, predict
-from gradsync.projection.profile import ModelProfile
-from gradsync.projection.wire import Wire, measure_wire
+from gradsync.projection.estimates import Job, ModelProfile, Wire
+from gradsync.schedulers.costs import predict
 from gradsync.schedulers.registry import SCHEDULERS, baseline_spec, spec_of
 
 NAMES = list(SCHEDULERS)
@@ -33,7 +33,7 @@ DEFAULTS = (1_000_000, 4_000_000, 6_500_000, 65_536, 8192, 1.65, 25.0)
 
 
 def _compose(*overrides: str):
-    register_schemas()
+    families.register()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         return compose(config_name="train", overrides=list(overrides))
 

@@ -8,7 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from benchmarks.reproduce import REPRODUCTIONS, _osp_balanced_table, label
-from gradsync.config.compose import compose_each
+from gradsync.jobs.compose import compose_each
 from gradsync.report.runs import Run
 from tests.helpers.datagen.images import write_mnist
 

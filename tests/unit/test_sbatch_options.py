@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-from gradsync.config.compose import compose_each, compose_jobs, launcher_overrides
-from gradsync.config.schemas.runners import ArrayShape, SlurmRunnerConfig
+from gradsync.jobs.compose import compose_each, compose_jobs, launcher_overrides
+from gradsync.launch.options import ArrayShape, SlurmRunnerConfig
 
 
 def _runner(*overrides: str) -> SlurmRunnerConfig:

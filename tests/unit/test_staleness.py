@@ -16,7 +16,7 @@ from gradsync.algorithms.staleness import (
     stable_limit,
     staleness_aware_lr_scale,
 )
-from gradsync.config.compose import compose_jobs
+from gradsync.jobs.compose import compose_jobs
 from gradsync.schedulers.engine.staleness import StalenessCorrection
 
 

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from gradsync.config.compose import ConfigError, expand_sweep
+from gradsync.jobs.compose import ConfigError, expand_sweep
 
 # What Hydra 1.3's basic sweeper makes of each command, written out.
 CASES = [

@@ -13,7 +13,7 @@ import torch
 
 from gradsync.comm import host_sync as host_sync_module
 from gradsync.comm.host_sync import ERROR, check_syncs, host_sync, take_counts
-from gradsync.config.compose import compose_jobs
+from gradsync.jobs.compose import compose_jobs
 from gradsync.schedulers.registry import SCHEDULERS
 from gradsync.train.sync_check import HostSyncCheck, UndeclaredHostSync, declared_host_syncs
 

@@ -9,7 +9,7 @@ import pytest
 from gradsync.cluster import host_checks
 from gradsync.cluster.rates import rate_mbit
 from gradsync.comm.solo import SoloCollective
-from gradsync.config.compose import ConfigError, compose_jobs
+from gradsync.jobs.compose import ConfigError, compose_jobs
 from runners.netem import worker_env
 from runners.testbed import MIN_BURST_BYTES, NamedHosts, ShapedNetwork, default_burst
 from tests.helpers.dist import run_world

@@ -8,11 +8,11 @@ import datasets
 import pytest
 import torch
 
-from gradsync.config.compose import ConfigError, compose_jobs
 from gradsync.data.layouts import PTB_FILES, WIKITEXT2_FILES
 from gradsync.data.spec import DataSpec
 from gradsync.data.text import PennTreebank, TokenWindows, WikiText2
 from gradsync.data.vocab import EOS, UNK, Vocabulary, tokenize
+from gradsync.jobs.compose import ConfigError, compose_jobs
 from gradsync.models.gpt2 import GPT2
 from gradsync.models.lstm import LSTMLanguageModel
 from tests.helpers.datagen.text import RARE, write_ptb, write_wikitext2

@@ -3,10 +3,7 @@ whole gradient (no overlap)."""
 
 from __future__ import annotations
 
-from gradsync.projection.predict import (
-    Estimate,
-    Job,
-)
+from gradsync.projection.estimates import Estimate, Job
 
 
 def iteration(job: Job) -> Estimate:

@@ -7,16 +7,16 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gradsync.algorithms.simulator import PAPER_MU
+from gradsync.algorithms.simulator import PAPER_MU, BucketTimes, deft
+from gradsync.projection.estimates import Estimate, Job
 from gradsync.projection.predict import (
     SIMULATED_ITERATIONS,
-    Estimate,
-    Job,
-    bucket_times,
-    partitioned,
     simulated,
     start_up,
 )
+from gradsync.schedulers.bucket_costs import bucket_times, partitioned
+from gradsync.schedulers.deft.deft import PROFILE_FILE, BucketProfile
+from gradsync.schedulers.engine.buckets import Buckets
 
 if TYPE_CHECKING:
     from gradsync.algorithms.simulator import BucketTimes
@@ -27,8 +27,6 @@ MAX_DEFT_BUCKETS = 256  # splitting further only slows the knapsacks down
 
 
 def iteration(job: Job) -> Estimate:
-    from gradsync.algorithms.simulator import BucketTimes, deft
-    from gradsync.schedulers.engine.buckets import Buckets
 
     two_links = int(job.scheduler.links) == 2
     plan = _deft_plan(job)
@@ -60,7 +58,7 @@ def _deft_buckets(job: Job, mu: float | None) -> BucketTimes:
     """DeFT's buckets as it would make them on the cluster: partitioned, then (its step 3)
     those too long for the smallest knapsack, the forward window (on the slow link when there
     are two), split."""
-    buckets = partitioned(job, int(job.scheduler.partition_size))
+    buckets = partitioned(job, job.scheduler.partition_size)
     times = bucket_times(job, buckets)
     window = sum(times.forward) / max(mu or 1.0, 1.0)
     alpha = start_up(job)
@@ -73,7 +71,6 @@ def _deft_buckets(job: Job, mu: float | None) -> BucketTimes:
 def logged_plan(run_dir: Path) -> BucketProfile | None:
     """The buckets and times a DeFT run solved its schedule from (its ``deft_profile.json``);
     None for a run that never planned (its registry entry's ``plan_reader``)."""
-    from gradsync.schedulers.deft.deft import PROFILE_FILE, BucketProfile
 
     path = run_dir / PROFILE_FILE
     return BucketProfile.read(path) if path.exists() else None
@@ -82,7 +79,6 @@ def logged_plan(run_dir: Path) -> BucketProfile | None:
 def _deft_plan(job: Job) -> BucketProfile | None:
     """The buckets and times DeFT solves from: the job's own when known (``logged_plan``),
     else those given as ``scheduler.times``, else none (it measures them on the cluster)."""
-    from gradsync.schedulers.deft.deft import BucketProfile
 
     if job.logged_plan is not None:
         if not isinstance(job.logged_plan, BucketProfile):

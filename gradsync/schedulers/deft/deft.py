@@ -70,8 +70,8 @@ from gradsync.schedulers.engine.profiling import median_seconds
 from gradsync.schedulers.engine.queued_collective import QueuedCollective
 from gradsync.schedulers.engine.residuals import bucket_name, rebucket_residuals
 from gradsync.schedulers.engine.staleness import StalenessCorrection
-from gradsync.schedulers.registry import require_allreducible
 from gradsync.schedulers.staleness_options import DC_LAMBDA
+from gradsync.schedulers.summing import require_allreducible
 from gradsync.types import Collective, GroupInfo, Payload, SyncStats
 
 log = logging.getLogger("gradsync")

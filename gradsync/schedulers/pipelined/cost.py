@@ -11,15 +11,18 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from gradsync.algorithms import simulator
+from gradsync.algorithms.merge_plans import OMGS_RULES, no_merge, threshold_groups
+from gradsync.projection.estimates import Estimate, Job
 from gradsync.projection.predict import (
     SIMULATED_ITERATIONS,
-    Estimate,
-    Job,
     PlanRule,
-    bucket_times,
     merged_timeline,
     simulated_estimate,
 )
+from gradsync.schedulers.bucket_costs import bucket_times
+from gradsync.schedulers.engine.buckets import Buckets
+from gradsync.schedulers.pipelined.wfbp import BucketPlanner
 
 if TYPE_CHECKING:
     from gradsync.algorithms.costs import CostModel
@@ -27,9 +30,6 @@ if TYPE_CHECKING:
 
 
 def wfbp(job: Job) -> Estimate:
-    from gradsync.algorithms import simulator
-    from gradsync.schedulers.engine.buckets import Buckets
-    from gradsync.schedulers.pipelined.wfbp import BucketPlanner
 
     # DDP's buckets, as the scheduler forms them: whole tensors, the first one small.
     planner = BucketPlanner(float(job.scheduler.bucket_mb), float(job.scheduler.first_bucket_mb))
@@ -41,13 +41,11 @@ def wfbp(job: Job) -> Estimate:
 
 
 def _no_merge(layers: Layers, cost: CostModel) -> Plan:
-    from gradsync.algorithms.merge_plans import no_merge
 
     return no_merge(layers, cost)
 
 
 def _omgs_rule(job_rule: str) -> PlanRule:
-    from gradsync.algorithms.merge_plans import OMGS_RULES
 
     return OMGS_RULES[job_rule]
 
@@ -57,7 +55,6 @@ def omgs(job: Job) -> Estimate:
 
 
 def mgs(job: Job) -> Estimate:
-    from gradsync.algorithms.merge_plans import threshold_groups
 
     threshold = int(job.scheduler.threshold)
     return merged_timeline(lambda layers, _: threshold_groups(layers.sizes, threshold))(job)

@@ -14,7 +14,7 @@ from gradsync.algorithms.merge_plans import Plan, threshold_groups
 from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.pipelined.config import BUCKET_MB, FIRST_BUCKET_MB
 from gradsync.schedulers.pipelined.pipelined import Measurements, PipelinedSync
-from gradsync.schedulers.registry import require_allreducible
+from gradsync.schedulers.summing import require_allreducible
 
 MIB = 1 << 20
 

@@ -7,29 +7,29 @@ from __future__ import annotations
 
 import functools
 
+from gradsync.algorithms import simulator
 from gradsync.projection import predict
-from gradsync.projection.predict import Estimate, Job
+from gradsync.projection.estimates import Estimate, Job
+from gradsync.schedulers.bucket_costs import bucket_times, partitioned
 
 
 def bytescheduler(job: Job) -> Estimate:
-    from gradsync.algorithms import simulator
 
-    partitions = predict.partitioned(job, int(job.scheduler.partition_size))
+    partitions = partitioned(job, job.scheduler.partition_size)
     schedule = functools.partial(
         simulator.bytescheduler,
         partitions=1,
         iterations=predict.SIMULATED_ITERATIONS,
         alpha=predict.start_up(job),
     )
-    return predict.simulated_estimate(job, schedule, predict.bucket_times(job, partitions))
+    return predict.simulated_estimate(job, schedule, bucket_times(job, partitions))
 
 
 def usbyte(job: Job) -> Estimate:
-    from gradsync.algorithms import simulator
 
     schedule = functools.partial(
         simulator.usbyte, iterations=predict.SIMULATED_ITERATIONS, alpha=predict.start_up(job)
     )
-    profiled = predict.partitioned(job, int(job.scheduler.max_partition_size))
-    times = predict.bucket_times(job, profiled)
+    profiled = partitioned(job, job.scheduler.max_partition_size)
+    times = bucket_times(job, profiled)
     return predict.simulated_estimate(job, schedule, times)

@@ -64,7 +64,7 @@ from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.priority.config import AGREEMENT, CREDIT, CREDIT_BACK
 from gradsync.schedulers.priority.deferred import hyperparameters, using
 from gradsync.schedulers.priority.plan import Layout, Plan
-from gradsync.schedulers.registry import require_allreducible
+from gradsync.schedulers.summing import require_allreducible
 from gradsync.types import Collective, GroupInfo, Payload, SyncStats
 
 T = TypeVar("T")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from gradsync.algorithms.osp_budget import UMAX_FORMULAS
 from gradsync.config.checks import Rule, option
 from gradsync.schedulers.options import SchedulerOptions
 from gradsync.schedulers.staleness_options import (
@@ -14,7 +15,6 @@ from gradsync.schedulers.staleness_options import (
     StalenessCorrectionOptions,
 )
 
-UMAX_FORMULAS = ("paper", "corrected")  # OSP's U_max: as printed, or with losses slowing it
 UMAX_FORMULA = "corrected"
 MAX_UNIMPORTANT = 0.8  # the paper's 80% cap on the unimportant layers' share of the model
 # Measured on the OSP recipe at 20 Mbit/s (BENCHMARKS.md, "Staleness corrections for ASP and
@@ -32,7 +32,7 @@ HOST_SYNCS = (
 
 
 @dataclass
-class _ParameterServerConfig(SchedulerOptions):
+class ParameterServerConfig(SchedulerOptions):
     _target_: str = "gradsync.schedulers.ps.worker.PsSync"
     server: str = "gradsync.schedulers.ps.server.serve_bulk_synchronous"
     """The servers' loop (fixed by the scheduler)."""
@@ -49,12 +49,12 @@ class _ParameterServerConfig(SchedulerOptions):
 
 
 @dataclass
-class PsBspConfig(_ParameterServerConfig):
+class PsBspConfig(ParameterServerConfig):
     """Every step the servers average all workers' gradients, then everyone pulls."""
 
 
 @dataclass
-class _StaleConfig(_ParameterServerConfig, StalenessCorrectionOptions):
+class StaleConfig(ParameterServerConfig, StalenessCorrectionOptions):
     """Each gradient applied as it arrives: workers out of lockstep, their servers' loop, and
     what the servers do about a gradient's staleness (none: as the papers apply it)."""
 
@@ -63,22 +63,24 @@ class _StaleConfig(_ParameterServerConfig, StalenessCorrectionOptions):
     staleness_correction: str = option(STALE_STALENESS_CORRECTION, choices=CORRECTIONS)
     """predict (the default, by measurement), none (gradients as the papers apply them),
     momentum, dc or lr (see staleness_options.py)."""
+    staleness: int | None = None
+    """How many steps a worker may run ahead of the slowest (null: no bound)."""
 
 
 @dataclass
-class AspConfig(_StaleConfig):
+class AspConfig(StaleConfig):
     staleness: int | None = None
     """No bound: a worker never waits for the others."""
 
 
 @dataclass
-class SspConfig(_StaleConfig):
+class SspConfig(StaleConfig):
     staleness: int = option(3, at_least=0)
     """A worker that has pushed c gradients waits until the slowest has pushed c − staleness."""
 
 
 @dataclass
-class OspConfig(_ParameterServerConfig):
+class OspConfig(ParameterServerConfig):
     _target_: str = "gradsync.schedulers.ps.osp.OspSync"
     server: str = "gradsync.schedulers.ps.osp_server.serve_osp"
     max_unimportant: float = option(MAX_UNIMPORTANT, at_least=0, at_most=1)

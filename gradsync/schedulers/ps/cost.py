@@ -13,8 +13,10 @@
 
 from __future__ import annotations
 
-from gradsync.projection.predict import Estimate, Job, compute_and_compress, push_pull
-from gradsync.projection.profile import ModelProfile
+from gradsync.algorithms.osp_budget import umax_bytes
+from gradsync.cluster.rates import rate_mbit
+from gradsync.projection.estimates import Estimate, Job, ModelProfile
+from gradsync.projection.predict import compute_and_compress, push_pull
 
 
 def bulk_synchronous(job: Job) -> Estimate:
@@ -29,8 +31,6 @@ def asynchronous(job: Job) -> Estimate:
 
 
 def overlapped_synchronous(job: Job) -> Estimate:
-    from gradsync.algorithms.osp_split import umax_bytes
-    from gradsync.cluster.rates import rate_mbit
 
     p, cluster = job.profile, job.cluster
     given = job.scheduler.get("bandwidth")  # a tc rate, as OSP's server reads it for U_max

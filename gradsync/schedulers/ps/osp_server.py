@@ -23,22 +23,21 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
-from omegaconf import DictConfig
 from torch import Tensor, nn
 
+from gradsync.algorithms.osp_budget import umax_bytes
 from gradsync.algorithms.osp_split import (
     SizeSchedule,
     layer_bytes,
     layer_importance,
     split_unimportant,
-    umax_bytes,
 )
 from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
 from gradsync.comm.collective import TorchCollective
+from gradsync.schedulers.ps.config import OspConfig
 from gradsync.schedulers.ps.groups import background
 from gradsync.schedulers.ps.layout import PULL, PUSH
 from gradsync.schedulers.ps.server import Serving
-from gradsync.train.build import build_optimizer, lr_factor
 from gradsync.types import Collective
 
 DEFAULT_LINK_MBIT = rate_mbit(DEFAULT_RATE)  # when neither the config nor a measurement says
@@ -53,12 +52,11 @@ def flat(params: Sequence[Tensor], layers: Iterable[int] | None = None) -> Tenso
     return torch.cat([t.detach().reshape(-1) for t in chosen])
 
 
-def link_bytes_per_s(cfg: DictConfig, measured_mbit: float | None) -> float:
+def link_bytes_per_s(options: OspConfig, measured_mbit: float | None) -> float:
     """b of U_max: ``scheduler.bandwidth`` when given, else the link's rate as measured at the
     start of the run (runner=netem probes it), else ``DEFAULT_RATE``."""
-    given = cfg.scheduler.get("bandwidth")
-    if given:
-        return rate_mbit(str(given)) * 1e6 / 8
+    if options.bandwidth:
+        return rate_mbit(options.bandwidth) * 1e6 / 8
     return (measured_mbit or DEFAULT_LINK_MBIT) * 1e6 / 8
 
 
@@ -66,13 +64,12 @@ class _Budget:
     """Bytes of unimportant layers allowed in each iteration of an epoch."""
 
     def __init__(
-        self, cfg: DictConfig, model_bytes: int, workers: int, link_mbit: float | None
+        self, options: OspConfig, model_bytes: int, workers: int, link_mbit: float | None
     ) -> None:
-        s = cfg.scheduler
-        self.fixed = None if s.get("budget") is None else float(s.budget) * model_bytes
-        self.cap = float(s.max_unimportant)
-        self.formula, self.loss_rate = str(s.umax_formula), float(s.loss_rate)
-        self.bandwidth = link_bytes_per_s(cfg, link_mbit)
+        self.fixed = None if options.budget is None else options.budget * model_bytes
+        self.cap = options.max_unimportant
+        self.formula, self.loss_rate = options.umax_formula, options.loss_rate
+        self.bandwidth = link_bytes_per_s(options, link_mbit)
         self.model_bytes, self.workers = model_bytes, workers
         self.schedule = SizeSchedule(umax=0.0)
         self.losses: list[float] = []
@@ -102,20 +99,19 @@ class _Budget:
         return self.schedule.budget_for_epoch(epoch, loss)
 
 
-def serve_osp(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
+def serve_osp(model: nn.Module, job: Serving) -> None:
     """Serve ``job.total_steps`` iterations as the one server; ``job.after_step`` sees the flat
     global model once each iteration is complete (RS and ICS); ``job.link_mbit``: the link's
     measured rate."""
     steps_per_epoch, total_steps, after_step = job.steps_per_epoch, job.total_steps, job.after_step
-    workers = int(cfg.trainer.workers)
+    workers, options = job.workers, job.options
+    assert isinstance(options, OspConfig)
     params = [p for p in model.parameters() if p.requires_grad]
     sizes = [p.numel() for p in params]
     nbytes = layer_bytes(params)
-    optimizer = build_optimizer(cfg, model)
-    factor = lr_factor(cfg, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
-    base_lr = float(cfg.trainer.lr)
+    optimizer = job.optimizer_for(model)
     latest = [torch.zeros_like(p) for p in params]  # each layer's latest global gradient
-    budget = _Budget(cfg, sum(nbytes), workers, job.link_mbit)
+    budget = _Budget(options, sum(nbytes), workers, job.link_mbit)
     routine, ics = TorchCollective(), background()  # RS on the default group, ICS beside it
 
     def apply(layers: list[int], mean: Tensor, step: int) -> None:
@@ -124,7 +120,7 @@ def serve_osp(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
         for layer, grad in zip(layers, mean.split([sizes[i] for i in layers]), strict=True):
             params[layer].grad = latest[layer] = grad.view_as(params[layer])  # views of the mean
         for group in optimizer.param_groups:
-            group["lr"] = base_lr * factor(step)
+            group["lr"] = job.learning_rate(step)
         optimizer.step()
 
     def post(layers: list[int], extra: int, link: Collective) -> Callable[[], list[Tensor]]:

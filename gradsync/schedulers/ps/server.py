@@ -29,24 +29,25 @@ from dataclasses import dataclass
 from functools import partial
 
 import torch
-from omegaconf import DictConfig
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
 from gradsync.cluster.group_devices import HOST
 from gradsync.comm.collective import TorchCollective
 from gradsync.comm.solo import SoloCollective
-from gradsync.config.instantiate import build, resolve
+from gradsync.config.instantiate import resolve
 from gradsync.schedulers.engine.staleness import StalenessCorrection
+from gradsync.schedulers.ps.config import ParameterServerConfig, StaleConfig
 from gradsync.schedulers.ps.layout import PULL, Shards
 from gradsync.schedulers.ps.messages import recv_payload
-from gradsync.train.build import build_optimizer, lr_factor
-from gradsync.types import Collective
+from gradsync.types import Collective, Compressor
 
 Apply = Callable[[Tensor, int, Callable[[Optimizer], None]], None]
 """Apply a gradient to the shard with the learning rate of a given step, stepping the optimizer
 as told (``Optimizer.step``, or a staleness correction's ``step``)."""
 Observer = Callable[[Tensor], None]
+ServerLoop = Callable[[nn.Module, "Serving"], None]
+"""A scheduler's server loop (``scheduler.server``), given the model and what it serves with."""
 Receive = Callable[[int | None], tuple[int, Tensor]]
 """The next worker's pushed gradient, decompressed: from a given rank, or from any."""
 
@@ -57,74 +58,73 @@ class _Shard(nn.Module):
         self.values = nn.Parameter(values)
 
 
-def serve(
-    cfg: DictConfig,
-    model: nn.Module,
-    *,
-    server: int,
-    steps_per_epoch: int,
-    total_steps: int,
-    after_step: Observer | None = None,
-    link_mbit: float | None = None,
-) -> None:
-    """Serve the whole run with the scheduler's own loop (``scheduler.server``); ``after_step``
-    sees this server's flat global parameters after every update (for tests: each iteration of
-    ps_bsp and osp, each applied gradient of asp and ssp); ``link_mbit``: the link's measured
-    rate."""
-    loop = resolve(str(cfg.scheduler.server), path="scheduler.server")
-    # A server's model and optimizer live on the host, where gloo sends from, whatever device
-    # the workers compute on.
-    loop(cfg, model.to(HOST), Serving(server, steps_per_epoch, total_steps, after_step, link_mbit))
-
-
 @dataclass(frozen=True)
 class Serving:
-    """What a server's loop is told besides the config and the model (see ``serve``)."""
+    """Everything a server's loop is given besides the model: built by the process that starts
+    it (``gradsync/train/servers.py``), so the loops read typed options and never the job's
+    config."""
 
     server: int
     steps_per_epoch: int
     total_steps: int
+    workers: int
+    options: ParameterServerConfig
+    """The scheduler's typed options (``ps/config.py``)."""
+    compressor: Compressor
+    """The job's compressor, which here only decompresses the workers' pushes."""
+    optimizer_for: Callable[[nn.Module], Optimizer]
+    """The job's optimizer over a module's parameters."""
+    learning_rate: Callable[[int], float]
+    """The learning rate of an optimizer step (the job's rate and schedule)."""
     after_step: Observer | None = None
+    """Sees this server's flat global parameters after every update (for tests: each iteration
+    of ps_bsp and osp, each applied gradient of asp and ssp)."""
     link_mbit: float | None = None
+    """The link's measured rate."""
 
 
-def serve_bulk_synchronous(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
+def serve(model: nn.Module, job: Serving) -> None:
+    """Serve the whole run with the scheduler's own loop (``scheduler.server``)."""
+    loop: ServerLoop = resolve(job.options.server, path="scheduler.server")
+    # A server's model and optimizer live on the host, where gloo sends from, whatever device
+    # the workers compute on.
+    loop(model.to(HOST), job)
+
+
+def serve_bulk_synchronous(model: nn.Module, job: Serving) -> None:
     """ps_bsp: this server's shard, stepped once a step by the mean of every worker's gradient."""
-    _shard_loop(cfg, model, job).bulk_synchronous(job.after_step)
+    _shard_loop(model, job).bulk_synchronous(job.after_step)
 
 
-def serve_stale(cfg: DictConfig, model: nn.Module, job: Serving) -> None:
+def serve_stale(model: nn.Module, job: Serving) -> None:
     """asp and ssp: this server's shard, stepped by each gradient as it arrives, within
     ``scheduler.staleness`` steps of the slowest worker (None: no bound), each corrected for
     its staleness as ``scheduler.staleness_correction`` says."""
-    options = cfg.scheduler
-    loop = _shard_loop(cfg, model, job)
+    options = job.options
+    assert isinstance(options, StaleConfig)
+    loop = _shard_loop(model, job)
     correction = StalenessCorrection(
-        str(options.staleness_correction),
-        dc_lambda=float(options.dc_lambda),
-        optimizer=loop.optimizer,
+        options.staleness_correction, dc_lambda=options.dc_lambda, optimizer=loop.optimizer
     )
     loop.stale(options.staleness, correction, job.after_step)
 
 
-def _shard_loop(cfg: DictConfig, model: nn.Module, job: Serving) -> _ShardLoop:
+def _shard_loop(model: nn.Module, job: Serving) -> _ShardLoop:
     """This server's shard of the global parameters with the job's optimizer, and its links."""
     server, total_steps = job.server, job.total_steps
     params = [p for p in model.parameters() if p.requires_grad]
     flat = torch.cat([p.detach().reshape(-1) for p in params])
-    shards = Shards.of_world(flat.numel(), int(cfg.trainer.workers))
+    shards = Shards.of_world(flat.numel(), job.workers)
     shard = _Shard(flat[shards.slice(server)].clone())
-    optimizer = build_optimizer(cfg, shard)
-    factor = lr_factor(cfg, steps_per_epoch=job.steps_per_epoch, total_steps=total_steps)
-    base_lr = float(cfg.trainer.lr)
+    optimizer = job.optimizer_for(shard)
 
     def apply(gradient: Tensor, step: int, stepping: Callable[[Optimizer], None]) -> None:
         for group in optimizer.param_groups:
-            group["lr"] = base_lr * factor(step)
+            group["lr"] = job.learning_rate(step)
         shard.values.grad = gradient
         stepping(optimizer)
 
-    compressor = build(cfg.compressor, path="compressor")
+    compressor = job.compressor
     compressor.bind(SoloCollective())  # it only decompresses here, with each worker's context
     link = TorchCollective()  # every rank: this server and the workers, point to point
 

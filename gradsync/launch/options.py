@@ -1,9 +1,10 @@
-"""Schemas of the runners (``runner=local``, ``netem``, ``slurm``, ``torchrun``): what each asks
+"""Options of the runners (``runner=local``, ``netem``, ``slurm``, ``torchrun``): what each asks
 of the machine and of the cluster's queue before anything starts."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ from gradsync.cluster.host_checks import (
 )
 from gradsync.cluster.rates import DEFAULT_RATE, rate_problem
 from gradsync.config.checks import Options, Rule, option
+from gradsync.launch.slurm_launcher import sbatch_flag
 
 
 @dataclass
@@ -234,8 +236,6 @@ class SlurmRunnerConfig(RunnerConfig):
     def sbatch_options(self, shape: ArrayShape) -> list[str]:
         """The resources submitit asks sbatch for (hydra.launcher in runner/slurm.yaml), in an
         array of ``shape``."""
-        from gradsync.config.slurm_launcher import sbatch_flag
-
         options = [
             f"--nodes={self.nodes}",
             f"--ntasks-per-node={shape.tasks_per_node}",
@@ -294,11 +294,10 @@ class TorchrunRunnerConfig(RunnerConfig):
         return problem
 
 
-SCHEMAS: dict[str, dict[str, type]] = {
-    "runner": {
-        "local": LocalRunnerConfig,
-        "netem": NetemRunnerConfig,
-        "slurm": SlurmRunnerConfig,
-        "torchrun": TorchrunRunnerConfig,
-    }
+RUNNERS: Mapping[str, type[RunnerConfig]] = {
+    "local": LocalRunnerConfig,
+    "netem": NetemRunnerConfig,
+    "slurm": SlurmRunnerConfig,
+    "torchrun": TorchrunRunnerConfig,
 }
+"""Every ``runner=`` option; its YAML file in ``conf/runner/`` starts from it."""

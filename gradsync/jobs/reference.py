@@ -4,7 +4,7 @@ One source feeds ``gradsync run GROUP=OPTION --help`` and the documentation's co
 reference (``make reference``), so neither can drift from the schemas:
 
 - a key's meaning is the docstring under its field in the option's schema (a dataclass in
-  ``gradsync/config/schema.py``, ``gradsync/config/schemas/`` or a family's options), its
+  ``gradsync/config/schema.py`` or a family's options), its
   default is the composed option's value (the YAML file may change the schema's), its type the
   field's annotation;
 - an option's meaning is its scheduler's registry ``summary``, its compressor options' class
@@ -28,9 +28,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync import families
+from gradsync.compressors.registry import summary as compressor_summary
 from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG, ROOT_CONFIG_FILE
+from gradsync.config.schema import TrainConfig
+from gradsync.jobs.discovery import group_options
+from gradsync.schedulers.registry import SCHEDULERS
 
 GROUP_MEANINGS: dict[str, str] = {
     "model": "The network trained.",
@@ -219,25 +226,17 @@ def _dotted(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def option_meaning(group: str, option: str) -> str:
-    from gradsync.compressors.registry import summary
-    from gradsync.schedulers.registry import SCHEDULERS
-
     if group == "scheduler":
         return SCHEDULERS[option].summary
     if group == "compressor":
-        return _plain(summary(option))
+        return _plain(compressor_summary(option))
     return _yaml_comment(group, option)
 
 
 def compose_options(choices: dict[str, str]) -> DictConfig:
     """The root config with ``group=option`` chosen for each of ``choices`` (not resolved, not
     checked: composing alone never refuses a combination)."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    from gradsync.config.schema import register_schemas
-
-    register_schemas()
+    families.register()
     GlobalHydra.instance().clear()
     overrides = [f"{group}={option}" for group, option in choices.items()]
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
@@ -263,8 +262,6 @@ def option_doc(group: str, option: str) -> OptionDoc:
 
 def root_keys() -> list[KeyDoc]:
     """The run-level keys (not in a group), such as ``name``."""
-    from gradsync.config.schema import TrainConfig
-
     docs = field_docs(TrainConfig)
     defaults = OmegaConf.to_container(OmegaConf.structured(TrainConfig), resolve=False)
     assert isinstance(defaults, dict)
@@ -282,8 +279,6 @@ def root_keys() -> list[KeyDoc]:
 
 def all_option_docs() -> dict[str, list[OptionDoc]]:
     """``{group: [OptionDoc, ...]}`` for every user-facing group and option."""
-    from gradsync.config.discovery import group_options
-
     groups = {g: options for g, options in group_options().items() if g != KEYLESS_GROUP}
     docs: dict[str, list[OptionDoc]] = {group: [] for group in group_options()}
     # One composition chooses the i-th option of every group at once: a dozen compositions
@@ -343,8 +338,8 @@ def reference_markdown(docs: dict[str, list[OptionDoc]], method_pages: dict[str,
     out = [
         "# Configuration reference",
         "",
-        "Generated from the schemas (`gradsync/config/schema.py`, `gradsync/config/schemas/`, "
-        "the compressors' and schedulers' registries) and the options' YAML files in `conf/`, as "
+        "Generated from the schemas (`gradsync/config/schema.py` and every family's options, "
+        "`gradsync/families.py`) and the options' YAML files in `conf/`, as "
         "`gradsync run GROUP=OPTION --help` shows them. Set a key with `key=value` on the "
         "command line; choose an option with `group=option`.",
         "",
@@ -411,7 +406,7 @@ def stale_reference(docs_dir: Path) -> str | None:
     return f"{page} is out of date with the schemas and YAML files: run `make reference`"
 
 
-if __name__ == "__main__":  # make reference: python -m gradsync.config.reference DOCS_DIR
+if __name__ == "__main__":  # make reference: python -m gradsync.jobs.reference DOCS_DIR
     import sys
 
     docs = Path(sys.argv[1])

@@ -7,8 +7,8 @@ from functools import cache
 from hydra import initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from gradsync.config.compose import CONFIG_MODULE
-from gradsync.config.schema import register_schemas
+from gradsync import families
+from gradsync.config.files import CONFIG_MODULE
 
 _HIDDEN_GROUPS = {"hydra", "schema"}
 
@@ -21,7 +21,7 @@ def group_options() -> dict[str, list[str]]:
 @cache
 def _listed() -> tuple[tuple[str, tuple[str, ...]], ...]:
     # The config files do not change while a process runs: listed once (help asks twice).
-    register_schemas()
+    families.register()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
         groups = [g for g in loader.list_groups("") if g not in _HIDDEN_GROUPS]

@@ -20,11 +20,19 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
+
+from gradsync.cluster.ports import free_port
+from gradsync.config.instantiate import build
+from gradsync.data import loader_workers
+from gradsync.families import streamed_from_disk
+from gradsync.launch import Loopback, PlacesRanksHere
+from gradsync.measure import MeasurementError
+from gradsync.projection.estimates import ModelProfile
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,59 +44,6 @@ if TYPE_CHECKING:
 PROFILE_STEPS, MAX_PROFILE_STEPS = 5, 50
 PROFILE_S = 3.0
 PROBE_TIMEOUT_S = 600  # a guard against a hung probe: ResNet-50's takes minutes
-
-
-@dataclass(frozen=True)
-class ModelProfile:
-    model: str
-    sizes: tuple[int, ...]
-    """Elements of every trainable tensor, in backward order (output side first)."""
-    forward: tuple[float, ...]
-    backward: tuple[float, ...]
-    update: float
-    """Seconds of one optimizer step over the whole model."""
-    data: float
-    """Seconds to load one batch in the training process (0 with loader worker processes,
-    which prefetch it)."""
-    batch_size: int
-    element_bytes: int
-
-    def scaled(self, factor: float) -> ModelProfile:
-        """This profile on a machine whose compute takes ``factor`` times as long."""
-        if factor == 1.0:
-            return self
-        return replace(
-            self,
-            forward=tuple(t * factor for t in self.forward),
-            backward=tuple(t * factor for t in self.backward),
-            update=self.update * factor,
-            data=self.data * factor,
-        )
-
-    def with_passes(self, forward_s: float, backward_s: float) -> ModelProfile:
-        """This profile with forward and backward taking ``forward_s`` and ``backward_s`` in
-        all, each spread over the tensors as profiled."""
-        return replace(
-            self,
-            forward=_spread(forward_s, self.forward),
-            backward=_spread(backward_s, self.backward),
-        )
-
-    @property
-    def compute(self) -> float:
-        return sum(self.forward) + sum(self.backward) + self.update
-
-    @property
-    def numel(self) -> int:
-        return sum(self.sizes)
-
-
-def _spread(total: float, shares: tuple[float, ...]) -> tuple[float, ...]:
-    """``total`` split in proportion to ``shares`` (evenly when they are all zero)."""
-    whole = sum(shares)
-    if whole <= 0:
-        return tuple(total / len(shares) for _ in shares)
-    return tuple(total * share / whole for share in shares)
 
 
 @dataclass(frozen=True)
@@ -125,6 +80,7 @@ def _job_parts(
     import torch
     from torch.utils.data import default_collate
 
+    # Deferred for start-up: it imports torch, which this module's importers may not need.
     from gradsync.data.feeds import make_feeds
     from gradsync.tasks import build_task
     from gradsync.train.build import build_data, build_model
@@ -167,8 +123,6 @@ def _forever(feed: TrainFeed) -> Iterator[tuple[Tensor, ...]]:
 def _read_by_loader_processes(cfg: DictConfig) -> bool:
     """Whether the job's batches come from loader processes, off the training process: a
     dataset read from disk, with loader workers (under auto, as a worker on this host has)."""
-    from gradsync.config.schema import streamed_from_disk
-    from gradsync.data import loader_workers
 
     if not streamed_from_disk(cfg.dataset):
         return False
@@ -176,10 +130,6 @@ def _read_by_loader_processes(cfg: DictConfig) -> bool:
     cpus = loader_workers.worker_cpus(os.environ, slurm_task=False, processes_here=int(t.workers))
     setting = str(t.loader_workers)
     return loader_workers.loader_workers(setting, cpus=cpus, threads=int(t.threads_per_worker)) > 0
-
-
-class MeasurementError(RuntimeError):
-    """A measurement on this host could not be taken (a probe worker failed or hung)."""
 
 
 @dataclass(frozen=True)
@@ -213,7 +163,7 @@ def probe_links(cfg: DictConfig, workers: int) -> SharedHostDelays:
     with tempfile.TemporaryDirectory() as scratch, ExitStack() as stack:
         config, out = Path(scratch) / "job.yaml", Path(scratch) / "result.json"
         config.write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        argv = [sys.executable, "-m", "gradsync.projection.link_probe", "--config", str(config)]
+        argv = [sys.executable, "-m", "gradsync.measure.link_probe", "--config", str(config)]
         argv += ["--out", str(out)]
         commands, envs = _probe_launch(cfg, workers, argv, stack)
         processes = [
@@ -230,9 +180,6 @@ def _probe_launch(
 ) -> tuple[list[list[str]], list[dict[str, str]]]:
     """Each rank's command and environment, placed by the job's runner (built from the config,
     as ``gradsync run`` builds it); what it builds for them lasts as long as ``stack``."""
-    from gradsync.cluster.ports import free_port
-    from gradsync.config.instantiate import build
-    from gradsync.launch import Loopback, PlacesRanksHere
 
     runner = build(cfg.runner, path="runner")
     here = isinstance(runner, PlacesRanksHere)
@@ -266,6 +213,7 @@ def _wait_for(processes: list[subprocess.Popen[str]]) -> None:
 
 def _steps(model: nn.Module, loss: Callable[[], Tensor]) -> int:
     """PROFILE_STEPS, or more for a fast model, up to about PROFILE_S of them."""
+    # Deferred for start-up: it imports torch, which this module's importers may not need.
     from gradsync.schedulers.engine.profiling import samples_within
 
     start = time.perf_counter()
@@ -294,6 +242,7 @@ def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
     training has come."""
     import torch
 
+    # Deferred for start-up: it imports torch, which this module's importers may not need.
     from gradsync.schedulers.engine.profiling import median_seconds, profile_tensors
     from gradsync.train.build import build_optimizer
 

@@ -20,8 +20,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from gradsync.config.schema import runner_schema
-from gradsync.projection.profile import MeasurementError
+from gradsync.config.instantiate import build
+from gradsync.families import runner_schema
+from gradsync.jobs.compose import write_resolved
+from gradsync.launch import WorkerFailure, worker_launch
+from gradsync.measure import MeasurementError
 from gradsync.schedulers.registry import SCHEDULERS, spec_named, spec_of
 
 
@@ -49,7 +52,6 @@ def fits_here(scheduler: str, cfg: DictConfig) -> bool:
     """Whether the job plans with a fit it makes on this host's shaped links (its runner's
     schema ``shapes_links``): one from the all-gathers it times (all-reduced payloads are not
     timed one by one; such a job microbenchmarks the link, past any burst)."""
-    from gradsync.config.instantiate import build
 
     return (
         scheduler in SCHEDULERS
@@ -65,9 +67,6 @@ def planning_fit(cfg: DictConfig, scheduler: str | None = None) -> dict[str, flo
     itself, run in a scratch directory (no checkpoints) until it logs them. ``scheduler``: the
     job's option, for a config read back from a run (plain); by default its composed
     ``scheduler`` node's."""
-    from gradsync.config.compose import write_resolved
-    from gradsync.config.instantiate import build
-    from gradsync.launch import WorkerFailure, worker_launch
 
     spec = spec_named(scheduler) if scheduler is not None else spec_of(cfg.scheduler)
 

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradsync.projection.profile import ModelProfile, ProfiledJob, SharedHostDelays
-from gradsync.projection.wire import LENGTHS, Wire
+from gradsync.measure.profile import ProfiledJob, SharedHostDelays
+from gradsync.projection.estimates import LENGTHS, ModelProfile, Wire
 
 FORMAT = 2  # 2: a ragged all-gather's lengths are a call of their own
 READABLE = (1, 2)  # 1: every all-gather was priced after a gather of its lengths

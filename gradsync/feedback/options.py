@@ -1,7 +1,8 @@
-"""Schemas of ``feedback=auto``, ``none`` and ``residual``."""
+"""Every error feedback's options (``feedback=``) and the registry of them. Torch-free."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -30,10 +31,9 @@ class ResidualFeedbackConfig(FeedbackConfig):
     always_keeps_residual: ClassVar[bool] = True
 
 
-SCHEMAS: dict[str, dict[str, type]] = {
-    "feedback": {
-        "auto": AutoFeedbackConfig,
-        "none": NoneFeedbackConfig,
-        "residual": ResidualFeedbackConfig,
-    }
+FEEDBACK: Mapping[str, type[FeedbackConfig]] = {
+    "auto": AutoFeedbackConfig,
+    "none": NoneFeedbackConfig,
+    "residual": ResidualFeedbackConfig,
 }
+"""Every ``feedback=`` option; its YAML file in ``conf/feedback/`` starts from it."""

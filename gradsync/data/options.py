@@ -1,5 +1,6 @@
-"""Schemas of the image models (ResNet, ResNet-20, VGG, AlexNet, CifarNet) and image datasets
-(CIFAR, MNIST, ImageNet) plus the synthetic benchmark dataset."""
+"""Every dataset's options (``dataset=``): scikit-learn's digits, CIFAR, MNIST, ImageNet, the
+synthetic benchmark data, the word-level corpora and MovieLens. Torch-free: the command line
+checks them (and a global batch against a training set's size) before importing torch."""
 
 from __future__ import annotations
 
@@ -8,65 +9,24 @@ from pathlib import Path
 from typing import ClassVar
 
 from gradsync.config.checks import Options, Rule, option
-from gradsync.config.schema import FileDatasetConfig, TaskBound
-from gradsync.models.variant_names import VARIANTS  # torch-free: composing stays fast
+from gradsync.config.schema import LANGUAGE_MODEL, RECOMMENDATION, FileDatasetConfig, TaskBound
+from gradsync.data.layouts import MOVIELENS_RATINGS, PTB_FILES, WIKITEXT2_FILES
 
-
-# ---- models -------------------------------------------------------------------------------
-@dataclass
-class ImageModelConfig(TaskBound, Options):
-    GROUP: ClassVar[str] = "model"
-    variant: str = "auto"
-    """cifar (small-image stem/head), imagenet (torchvision's), auto: cifar up to 64 px high."""
-
-    RULES: ClassVar[tuple[Rule, ...]] = (
-        Rule(
-            lambda o: o.variant in VARIANTS,
-            lambda o: f"model.variant must be one of {', '.join(VARIANTS)}, got {o.variant}",
-        ),
-    )
+DIGITS = 1797
+"""Images in scikit-learn's bundled digits (``dataset=digits``)."""
 
 
 @dataclass
-class ResNetConfig(ImageModelConfig):
-    _target_: str = "gradsync.models.resnet.ResNet"
-    _partial_: bool = True
-    depth: int = option(18, choices=(18, 34, 50, 101, 152))
-    """Layers: 18, 50 or 101 (torchvision's ResNets)."""
+class DigitsConfig(TaskBound, Options):
+    GROUP: ClassVar[str] = "dataset"
+    _target_: str = "gradsync.data.digits.Digits"
+    test_fraction: float = option(0.2, above=0, below=1)
+    """Fraction of scikit-learn's 1,797 digits held out as the test split."""
+    split_seed: int = 0
+    """Seed of the train/test split (fixed, so every run tests on the same images)."""
 
-
-@dataclass
-class VGGConfig(ImageModelConfig):
-    _target_: str = "gradsync.models.vgg.VGG"
-    _partial_: bool = True
-    depth: int = option(16, choices=(11, 13, 16, 19))
-    """Layers: 16 or 19."""
-    batch_norm: bool = True
-    """Batch normalization after each convolution."""
-
-
-@dataclass
-class AlexNetConfig(ImageModelConfig):
-    _target_: str = "gradsync.models.alexnet.AlexNet"
-    _partial_: bool = True
-    dropout: float = option(0.2, at_least=0, below=1)
-    """Dropout probability of the classifier's fully connected layers."""
-
-
-@dataclass
-class ResNet20Config(TaskBound, Options):
-    GROUP: ClassVar[str] = "model"
-    _target_: str = "gradsync.models.resnet20.ResNet20"
-    _partial_: bool = True
-
-
-@dataclass
-class CifarNetConfig(TaskBound, Options):
-    GROUP: ClassVar[str] = "model"
-    _target_: str = "gradsync.models.cifarnet.CifarNet"
-    _partial_: bool = True
-    dropout: float = option(0.5, at_least=0, below=1)
-    """Dropout probability before the classifier."""
+    def train_samples(self) -> int:
+        return DIGITS - round(self.test_fraction * DIGITS)  # as gradsync.data.digits splits
 
 
 # ---- datasets -----------------------------------------------------------------------------
@@ -216,23 +176,77 @@ class SyntheticConfig(TaskBound, Options):
         return self.num_samples
 
 
-SCHEMAS: dict[str, dict[str, type]] = {
-    "model": {
-        "resnet18": ResNetConfig,
-        "resnet50": ResNetConfig,
-        "resnet101": ResNetConfig,
-        "resnet20": ResNet20Config,
-        "vgg16": VGGConfig,
-        "vgg19": VGGConfig,
-        "alexnet": AlexNetConfig,
-        "cifarnet": CifarNetConfig,
-    },
-    "dataset": {
-        "cifar10": Cifar10Config,
-        "cifar100": Cifar100Config,
-        "mnist": MNISTConfig,
-        "fashion_mnist": FashionMNISTConfig,
-        "imagenet": ImageNetConfig,
-        "synthetic": SyntheticConfig,
-    },
-}
+# ---- datasets -----------------------------------------------------------------------------
+@dataclass
+class WordCorpusConfig(FileDatasetConfig, Options):
+    """Shared by the word-level corpora; subclasses name the files and the Hub copy."""
+
+    GROUP: ClassVar[str] = "dataset"
+    TASK: ClassVar[str] = LANGUAGE_MODEL
+    FILES: ClassVar[dict[str, str]] = {}
+    seq_len: int = option(35, at_least=1)
+    """Tokens per training/evaluation window (the BPTT length)."""
+    eval_split: str = option("valid", choices=("valid", "test"))
+    """Split evaluated during training: valid or test."""
+    max_vocab: int | None = option(None, at_least=2, hint="(one word and <unk>)")
+    """Keep only the most frequent words, <unk> included (null: every training word)."""
+    hub_name: str = ""
+    """Hugging Face Hub dataset fetched when dataset.download=true."""
+    hub_config: str | None = None
+    """Configuration of that Hub dataset (null: its default)."""
+
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: bool(o.hub_name),
+            lambda o: "dataset.hub_name must name a Hugging Face Hub dataset",
+        ),
+    )
+
+    def required_paths(self) -> list[str]:
+        return list(self.FILES.values())
+
+
+@dataclass
+class WikiText2Config(WordCorpusConfig):
+    name: ClassVar[str] = "wikitext2"
+    FILES: ClassVar[dict[str, str]] = WIKITEXT2_FILES
+    _target_: str = "gradsync.data.text.WikiText2"
+    hub_name: str = "wikitext"
+    hub_config: str | None = "wikitext-2-raw-v1"
+
+
+@dataclass
+class PTBConfig(WordCorpusConfig):
+    name: ClassVar[str] = "ptb"
+    FILES: ClassVar[dict[str, str]] = PTB_FILES
+    _target_: str = "gradsync.data.text.PennTreebank"
+    hub_name: str = "ptb_text_only"
+    hub_config: str | None = None
+
+
+@dataclass
+class MovieLensConfig(FileDatasetConfig, Options):
+    GROUP: ClassVar[str] = "dataset"
+    TASK: ClassVar[str] = RECOMMENDATION
+    name: ClassVar[str] = "movielens"
+    _target_: str = "gradsync.data.movielens.MovieLens"
+    variant: str = "ml-1m"
+    """ml-1m or ml-20m."""
+    negatives: int = option(4, at_least=0)
+    """Sampled negatives per training positive."""
+    eval_negatives: int = option(99, at_least=1)
+    """Sampled negatives ranked against each user's held-out positive."""
+    seed: int = 0
+    """Seeds the negative sampling (the same on every worker)."""
+
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            lambda o: o.variant in MOVIELENS_RATINGS,
+            lambda o: (
+                f"dataset.variant must be one of {', '.join(MOVIELENS_RATINGS)}, got {o.variant}"
+            ),
+        ),
+    )
+
+    def required_paths(self) -> list[str]:
+        return [MOVIELENS_RATINGS[self.variant]]

@@ -14,24 +14,24 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
 
 from gradsync.comm.solo import SoloCollective
+from gradsync.projection.estimates import LENGTHS, Wire
+from gradsync.schedulers.engine.combine import combine
+from gradsync.schedulers.engine.components import SyncComponents
+from gradsync.schedulers.engine.group_buffers import GroupBuffers
+from gradsync.schedulers.engine.profiling import samples_within
 from gradsync.types import GroupInfo, TensorPart
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from gradsync.projection.cluster import Cluster
     from gradsync.types import Compressor, ErrorFeedback, Payload
 
-LENGTH_BYTES = 8  # one int64 length per worker
-LENGTHS = "all_gather_lengths"
-"""The call of a ragged all-gather that tells every worker the others' lengths: one per payload
-whose shapes differ among workers, of a few bytes whatever the gradient (``comm/collective.py``)."""
 REPEATS, MAX_REPEATS = 3, 25
 MEASURE_S = 1.0
 # More than a last-level cache: a step's compression follows backward, which has swept the
@@ -80,59 +80,6 @@ class RecordingCollective(SoloCollective):
         return (tensor.long() + shift).remainder_(self.domain).to(tensor.dtype)
 
 
-@dataclass(frozen=True)
-class Wire:
-    """One compressor's exchange of a flat gradient of ``numel`` elements among ``workers``."""
-
-    compressor: str
-    numel: int
-    calls: tuple[tuple[str, float], ...]
-    """(collective, bytes per gradient element) of every call of one compress + exchange."""
-    compress_seconds: float
-    """Compensate, compress and remember (error feedback) the whole gradient on this machine."""
-    density: float
-    """Fraction of the elements the compressor selects (1.0 for dense methods)."""
-    combine_seconds: float = 0.0
-    """Turning what every worker sent into the summed gradient (``engine/combine.py``)."""
-    workers: int = 1
-    selects_alone: bool = False
-    """The compression is one worker's while the others wait (the compressor's own
-    ``selects_alone``, set where the wire is used, so that earlier measurements have it)."""
-
-    def scaled(self, factor: float, *, alone: float | None = None) -> Wire:
-        """This exchange on a machine whose compute takes ``factor`` times as long, or
-        ``alone`` times for a selection one worker makes while the others wait (the workers'
-        sharing of a host's cores is in ``factor``, not in ``alone``)."""
-        compress = alone if self.selects_alone and alone is not None else factor
-        return replace(
-            self,
-            compress_seconds=self.compress_seconds * compress,
-            combine_seconds=self.combine_seconds * factor,
-        )
-
-    def bytes_sent(self, elements: float) -> float:
-        return sum(rate for _, rate in self.calls) * elements
-
-    def transfer_seconds(self, cluster: Cluster, elements: float) -> float:
-        """The collectives that exchange ``elements`` of the gradient (a bucket, or all); the
-        workers meet at the first (``Cluster.meeting``)."""
-        calls = [
-            ("all_gather", LENGTH_BYTES) if kind == LENGTHS else (kind, rate * elements)
-            for kind, rate in self.calls
-        ]
-        if not calls:
-            return 0.0
-        (first_kind, first_bytes), *rest = calls
-        seconds = _price(cluster.meeting(), first_kind, first_bytes)
-        return seconds + sum(_price(cluster, kind, nbytes) for kind, nbytes in rest)
-
-    def exchange_seconds(self, cluster: Cluster, elements: float) -> float:
-        """Compress and exchange ``elements`` of the gradient (combining what arrived is paid
-        once per iteration, after the last exchange, as the schedulers do)."""
-        compress = self.compress_seconds * elements / self.numel
-        return compress + self.transfer_seconds(cluster, elements)
-
-
 STEADY_EPOCH = 2**31 - 1
 """The epoch the compressors are measured in: past any density warm-up
 (``compressor.warmup_epochs``), as the projected run spends nearly all its steps."""
@@ -151,10 +98,6 @@ def measure_wire(
     ``layer_shapes`` tensors), as the schedulers do (``SyncComponents.compress_with_feedback``),
     recording its collectives among ``workers``, then combine what they all sent; REPEATS
     times each (more for a fast compressor) for a median time."""
-    from gradsync.schedulers.engine.combine import combine
-    from gradsync.schedulers.engine.components import SyncComponents
-    from gradsync.schedulers.engine.group_buffers import GroupBuffers
-    from gradsync.schedulers.engine.profiling import samples_within
 
     collective = RecordingCollective(workers, gradient.numel())
     components = SyncComponents(
@@ -239,16 +182,6 @@ def extrapolate(smaller: Wire, larger: Wire, workers: int, element_bytes: int) -
     )
     combining = grown(smaller.combine_seconds, larger.combine_seconds, math.inf)
     return replace(larger, calls=calls, combine_seconds=combining, workers=workers)
-
-
-def _price(cluster: Cluster, kind: str, nbytes: float) -> float:
-    """Seconds of one ``kind`` collective to which every worker contributes ``nbytes``."""
-    prices = {
-        "all_reduce": cluster.all_reduce,
-        "all_gather": cluster.all_gather,
-        "broadcast": cluster.broadcast,
-    }
-    return prices[kind](nbytes)
 
 
 def _median(values: list[float]) -> float:

@@ -20,7 +20,7 @@ meanwhile, so the cores are shared as in the job:
 Started by ``probe_links`` as one process per worker (inside the job's network namespaces under
 runner=netem), with the usual RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT:
 
-    python -m gradsync.projection.link_probe --config JOB.yaml --out RESULT.json
+    python -m gradsync.measure.link_probe --config JOB.yaml --out RESULT.json
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ from omegaconf import DictConfig, OmegaConf
 from gradsync.algorithms.simulator import LINK_1, LINK_2, busy_links_key
 from gradsync.comm.collective import TorchCollective, second_link_interface
 from gradsync.comm.membership import member_group
+from gradsync.measure.profile import training_step
+from gradsync.schedulers.engine.profiling import samples_within
 
 WARMUP, STEPS, MAX_STEPS = 3, 12, 200  # STEPS of each kind at least
 MEASURE_S = 4.0  # a fast model takes more steps, up to about this long
@@ -213,7 +215,6 @@ def _one_element_calls(group: dist.ProcessGroup | None) -> dict[str, Callable[[]
 def _steps(loss: Callable[[], torch.Tensor], model: torch.nn.Module) -> int:
     """Steps of each kind: STEPS, or more for a fast model, up to MEASURE_S of them (as rank
     0 times one step; every worker must make the same calls)."""
-    from gradsync.schedulers.engine.profiling import samples_within
 
     seconds = _timed(lambda: loss().backward())
     model.zero_grad(set_to_none=True)
@@ -222,7 +223,6 @@ def _steps(loss: Callable[[], torch.Tensor], model: torch.nn.Module) -> int:
 
 
 def main() -> None:
-    from gradsync.projection.profile import training_step
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, required=True)

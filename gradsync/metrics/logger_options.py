@@ -1,13 +1,12 @@
-"""Schemas of ``logger=console`` and ``logger=wandb``, and of the trainer (one option,
-``default``)."""
+"""Every logger's options (``logger=console``, ``wandb``) and the registry of them. Torch-free."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from gradsync.config.checks import Options, option
-from gradsync.config.schema import TrainerConfig
 
 
 @dataclass
@@ -33,7 +32,5 @@ class LoggerConfig:
     """Settings of the wandb client; null: no wandb (logger=console)."""
 
 
-SCHEMAS: dict[str, dict[str, type]] = {
-    "trainer": {"default": TrainerConfig},
-    "logger": {"console": LoggerConfig, "wandb": LoggerConfig},
-}
+LOGGERS: Mapping[str, type] = {"console": LoggerConfig, "wandb": LoggerConfig}
+"""Every ``logger=`` option; its YAML file in ``conf/logger/`` starts from it."""

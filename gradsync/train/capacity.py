@@ -33,6 +33,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from gradsync.config.instantiate import build
 from gradsync.metrics.summary import package_versions
 
 THREADS_PER_CORE = 8
@@ -209,9 +210,10 @@ def _write_cache(path: Path, known: dict[str, ModelSize]) -> None:
 def measure_model(cfg: DictConfig) -> ModelSize | None:
     """The model's parameter bytes and one batch's saved activations, when the dataset's shapes
     are known before it is read (None otherwise)."""
+    # Deferred for start-up: the command line imports this module, and only a job with more
+    # processes than cores (or sharing a GPU) pays for torch and the model's code.
     import torch
 
-    from gradsync.config.instantiate import build
     from gradsync.tasks import build_task
     from gradsync.train.build import build_model
 

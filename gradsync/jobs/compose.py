@@ -20,8 +20,8 @@ from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from gradsync import families
 from gradsync.cluster.backends import BackendRefused, choose_backends
-from gradsync.cluster.capacity import FORCE, capacity_problem, gpu_sharing_problem
 from gradsync.cluster.devices import missing_gpu, workers_per_gpu
 from gradsync.compressors.options.base import CompressorConfig
 from gradsync.config.checks import too_few_samples
@@ -29,17 +29,21 @@ from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG
 from gradsync.config.schema import (
     Device,
     FileDatasetConfig,
+    Precision,
     SizedDataset,
     TaskBound,
     TrainConfig,
-    register_schemas,
 )
-from gradsync.config.schemas.feedback import FeedbackConfig
-from gradsync.config.schemas.runners import RunnerConfig
+from gradsync.feedback.options import FeedbackConfig
+from gradsync.jobs.discovery import group_options
+from gradsync.launch.options import RunnerConfig
 from gradsync.schedulers.registry import (
+    SCHEDULERS,
     allreducible_problem,
     spec_of,
 )
+from gradsync.train.capacity import FORCE, capacity_problem, gpu_sharing_problem
+from gradsync.train.checkpoint import read_meta, resolve_checkpoint
 
 
 class ConfigError(ValueError):
@@ -70,8 +74,6 @@ def _sweep_values(override: Override) -> list[str]:
         )
     glob = override.value()
     if isinstance(glob, Glob):  # glob(top*): the group's options that match, sorted as Hydra does
-        from gradsync.config.discovery import group_options
-
         options = group_options().get(key)
         if options is None:
             raise ConfigError(f"{override.input_line}: glob() chooses options of a config group")
@@ -167,7 +169,7 @@ def _typed_runner(cfg: DictConfig) -> RunnerConfig:
 def _compose_and_check(
     overrides: list[str], *, multirun: bool, launcher_here: bool = True, machine: bool = True
 ) -> list[tuple[DictConfig, ConfigError | None]]:
-    register_schemas()
+    families.register()
     jobs = expand_sweep(overrides) if multirun else [overrides]
     checked: list[tuple[DictConfig, ConfigError | None]] = []
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
@@ -226,9 +228,6 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
 def _check_scheduler_capabilities(cfg: DictConfig, typed: TrainConfig) -> None:
     """What the scheduler's registry entry says it cannot take: a device, compression, a
     number of servers, resuming, fp16's loss scaling."""
-    from gradsync.config.schema import Precision
-    from gradsync.schedulers.registry import SCHEDULERS
-
     spec = spec_of(typed.scheduler)
     able = spec.capabilities
     device = typed.trainer.device.value
@@ -441,7 +440,6 @@ def _check_dataset(cfg: TrainConfig) -> None:
 def _check_resume(cfg: TrainConfig) -> None:
     if cfg.trainer.resume is None:
         return
-    from gradsync.train.checkpoint import read_meta, resolve_checkpoint
 
     try:
         checkpoint = resolve_checkpoint(cfg.trainer.resume)

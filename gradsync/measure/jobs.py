@@ -10,18 +10,20 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from gradsync.cluster.rates import DEFAULT_RATE
-from gradsync.config.schema import runner_schema
-from gradsync.projection import measured
+from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
+from gradsync.config.instantiate import build
+from gradsync.families import runner_schema
+from gradsync.measure import measured
+from gradsync.measure.planning import fits_here, planning_fit
+from gradsync.measure.profile import ProfiledJob, probe_links, profile_job
+from gradsync.measure.wire import MAX_RECORDED_WORLD, extrapolate, measure_wire
 from gradsync.projection.cluster import LAN_LATENCY_S, Cluster
-from gradsync.projection.predict import Estimate, Job, predict
-from gradsync.projection.profile import ProfiledJob, probe_links, profile_job
-from gradsync.projection.wire import MAX_RECORDED_WORLD, Wire, extrapolate, measure_wire
+from gradsync.projection.estimates import Estimate, Job, Wire
+from gradsync.schedulers.costs import predict
 
 
 def bits_per_s(rate: str, *, name: str = "bandwidth") -> float:
     """A tc-style rate (``100mbit``, ``1gbit``) in bits per second; ValueError names ``name``."""
-    from gradsync.cluster.rates import rate_mbit
 
     return rate_mbit(rate, name=name) * 1e6
 
@@ -90,7 +92,6 @@ class Predictor:
         return extrapolate(smaller, larger, workers, element_bytes)
 
     def _recorded_wire(self, cfg: DictConfig, compressor: str, workers: int) -> Wire:
-        from gradsync.config.instantiate import build
 
         method = OmegaConf.to_yaml(cfg.compressor) + str(cfg.feedback)
         key = (_model_key(cfg), method, workers)
@@ -130,7 +131,6 @@ class Predictor:
     def planning_fit(self, cfg: DictConfig, scheduler: str) -> dict[str, float]:
         """The cost model ``scheduler`` will plan with when it fits one on this host's shaped
         links (``planning.py``); empty when it plans with the cluster's own costs."""
-        from gradsync.projection.planning import fits_here, planning_fit
 
         if not fits_here(scheduler, cfg):
             return {}
