@@ -10,8 +10,7 @@ configs' interpolations use. ``config/`` knows none of them. Torch-free.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import is_dataclass
+from dataclasses import fields, is_dataclass
 from enum import Enum
 from typing import Any
 
@@ -31,17 +30,21 @@ from gradsync.metrics.logger_options import LOGGERS
 from gradsync.models.registry import MODELS
 from gradsync.schedulers.registry import SCHEDULERS, runs_servers
 
-OPTIONS: Mapping[str, Mapping[str, type]] = {
-    "model": MODELS,
-    "dataset": DATASETS,
-    "compressor": COMPRESSORS,
-    "feedback": FEEDBACK,
-    "scheduler": {name: spec.config for name, spec in SCHEDULERS.items()},
-    "trainer": {"default": TrainerConfig},
-    "runner": RUNNERS,
-    "logger": LOGGERS,
-}
-"""``{group: {option: options class}}`` of every config group."""
+
+def option_classes() -> dict[str, dict[str, type]]:
+    """``{group: {option: options class}}`` of every config group, read from the registries
+    as they are now."""
+    return {
+        "model": dict(MODELS),
+        "dataset": dict(DATASETS),
+        "compressor": dict(COMPRESSORS),
+        "feedback": dict(FEEDBACK),
+        "scheduler": {name: spec.config for name, spec in SCHEDULERS.items()},
+        "trainer": {"default": TrainerConfig},
+        "runner": dict(RUNNERS),
+        "logger": dict(LOGGERS),
+    }
+
 
 WITHOUT_YAML = ("compressor", "scheduler")
 """Groups whose options are their classes alone; the others' options are YAML files in
@@ -62,7 +65,7 @@ def register() -> None:
     store = ConfigStore.instance()
     store.store(name="schema_train", node=TrainConfig)
     store_launcher()
-    for group, options in OPTIONS.items():
+    for group, options in option_classes().items():
         stored_as = group if group in WITHOUT_YAML else f"schema/{group}"
         for name, node in options.items():
             store.store(group=stored_as, name=name, node=node)
@@ -80,7 +83,7 @@ def option_schema(node: Any, group: str) -> type | None:
     target = node.get("_target_")
     built = {
         schema
-        for schema in OPTIONS.get(group, {}).values()
+        for schema in option_classes().get(group, {}).values()
         if target is not None and getattr(schema, "_target_", None) == target
     }
     return built.pop() if len(built) == 1 else None
@@ -156,8 +159,27 @@ def job_backends(cfg: DictConfig, *, shares_gpus: bool = False) -> Backends:
 
 def typed_options(node: DictConfig, group: str) -> Any:
     """``group``'s options in a config as their typed class (checked), also for a config read
-    back from a run's resolved YAML (``option_schema``)."""
-    schema = option_schema(node, group)
+    back from a run's resolved YAML: the class of the option that builds its ``_target_``, or,
+    where several do (asp and ssp), the nearest class they share that has every key."""
+    schema = option_schema(node, group) or _shared_schema(node, group)
     if schema is None:
         raise ValueError(f"no {group} option builds {node.get('_target_')!r}")
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), node))
+
+
+def _shared_schema(node: DictConfig, group: str) -> type | None:
+    target = node.get("_target_")
+    candidates = [
+        schema
+        for schema in option_classes().get(group, {}).values()
+        if target is not None and getattr(schema, "_target_", None) == target
+    ]
+    keys = {str(key) for key in node}
+    for base in candidates[0].__mro__ if candidates else ():
+        if (
+            is_dataclass(base)
+            and all(issubclass(schema, base) for schema in candidates)
+            and keys <= {spec.name for spec in fields(base)}
+        ):
+            return base
+    return None

@@ -13,6 +13,8 @@ CONFIG_MODULE = "gradsync.conf"
 """Where Hydra finds the config groups: ``conf/`` of the repository, installed as this module
 (``pyproject.toml``)."""
 ROOT_CONFIG = "train"
+KEYLESS_GROUP = "experiment"
+"""Its options (recipes) set other groups' options and keys and have none of their own."""
 ROOT_CONFIG_FILE = Path(str(resources.files(CONFIG_MODULE) / f"{ROOT_CONFIG}.yaml"))
 
 

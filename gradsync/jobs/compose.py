@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-import re
 from pathlib import Path
 
 from hydra import compose, initialize_config_module
@@ -18,14 +17,19 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob, Override, OverrideType
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import (
+    ConfigAttributeError,
+    ConfigKeyError,
+    OmegaConfBaseException,
+    ValidationError,
+)
 
 from gradsync import families
 from gradsync.cluster.backends import BackendRefused, choose_backends
 from gradsync.cluster.devices import missing_gpu, workers_per_gpu
 from gradsync.compressors.options.base import CompressorConfig
 from gradsync.config.checks import too_few_samples
-from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG
+from gradsync.config.files import CONFIG_MODULE, KEYLESS_GROUP, ROOT_CONFIG
 from gradsync.config.schema import (
     Device,
     FileDatasetConfig,
@@ -39,6 +43,7 @@ from gradsync.jobs.discovery import group_options
 from gradsync.launch.options import RunnerConfig
 from gradsync.schedulers.registry import (
     SCHEDULERS,
+    SchedulerSpec,
     allreducible_problem,
     spec_of,
 )
@@ -185,11 +190,14 @@ def _compose_and_check(
 
 def _compose(overrides: list[str], *, multirun: bool) -> DictConfig:
     try:
+        given = OverridesParser.create().parse_overrides(overrides)
+        if not multirun:
+            _refuse_sweeps(given)
         return compose(ROOT_CONFIG, overrides=overrides)
     except MissingConfigException as exc:
-        raise ConfigError(_missing_option(str(exc))) from None
+        raise ConfigError(_missing_option(exc)) from None
     except HydraException as exc:
-        raise ConfigError(_composition_error(exc, overrides, multirun=multirun)) from None
+        raise ConfigError(_composition_error(exc, given, overrides)) from None
     except OmegaConfBaseException as exc:
         raise ConfigError(_first_line(str(exc))) from None
 
@@ -330,19 +338,35 @@ def _check_compressor_fits_job(cfg: DictConfig, typed: TrainConfig) -> None:
             f"compressor={name} accumulates what it does not send itself; an error-feedback "
             "residual would keep it twice: use feedback=auto (or none)"
         )
-    scheduler = spec_of(typed.scheduler)
-    if compressor.needs_its_exchange_back and scheduler.capabilities.parameter_server:
-        raise ConfigError(
+    problem = _memory_problem(spec_of(typed.scheduler), compressor, name)
+    if problem is not None:
+        takers = [
+            other
+            for other, spec in SCHEDULERS.items()
+            if _memory_problem(spec, compressor, name) is None
+            and not spec.capabilities.dense_only
+            and allreducible_problem(other, name, compressor.adds_up()) is None
+        ]
+        raise ConfigError(f"{problem}: use scheduler={', '.join(takers)}")
+
+
+def _memory_problem(
+    scheduler: SchedulerSpec, compressor: CompressorConfig, name: str
+) -> str | None:
+    """Why ``scheduler`` cannot keep what the compressor's own memory needs (what its options
+    declare against the scheduler's registry entry), or None."""
+    able = scheduler.capabilities
+    if compressor.needs_its_exchange_back and able.parameter_server:
+        return (
             f"compressor={name} needs what the workers exchanged back on each worker (its own "
-            f"error feedback), but scheduler={scheduler.name} sums on its servers: use an "
-            "all-reducing scheduler (allreduce, wfbp, bytescheduler, ...)"
+            f"error feedback), but scheduler={scheduler.name} sums on its servers"
         )
-    if compressor.keeps_own_residual and not scheduler.capabilities.compresses_each_group_once:
-        raise ConfigError(
+    if compressor.keeps_own_residual and not able.compresses_each_group_once:
+        return (
             f"compressor={name} keeps a memory per group, updated once a step, but "
-            f"scheduler={scheduler.name} may compress a bucket twice in one step: use "
-            "allreduce, wfbp, bytescheduler, usbyte or a pipelined scheduler"
+            f"scheduler={scheduler.name} may compress a bucket twice in one step"
         )
+    return None
 
 
 def _check_scheduler_fits_compressor(cfg: DictConfig, typed: TrainConfig) -> None:
@@ -459,41 +483,46 @@ def _first_line(text: str) -> str:
     return lines[0] if lines else "invalid configuration"
 
 
-def _missing_option(message: str) -> str:
-    found = re.search(r"Could not find '([^']+)/([^'/]+)'", message)
-    options = re.search(r"Available options in '([^']+)':\n((?:\t.*\n?)*)", message)
-    if found and options:
-        group, option = found.groups()
-        valid = [o.strip() for o in options.group(2).splitlines() if o.strip()]
-        return f"unknown {group} '{option}'; valid options: {', '.join(valid)}"
-    if found:
-        return f"unknown config group '{found.group(1)}'; see `gradsync run --help` for the groups"
-    return _first_line(message)
+def _refuse_sweeps(given: list[Override]) -> None:
+    """A value list (``a,b``) or sweep (``range(...)``) without -m: one line, before Hydra
+    says it in several."""
+    for override in given:
+        if override.is_sweep_override():
+            raise ConfigError(
+                f"{override.input_line} lists several values: add -m to sweep over them, or "
+                "quote it"
+            )
 
 
-def _composition_error(exc: HydraException, overrides: list[str], *, multirun: bool) -> str:
-    message = str(exc)
-    bad_key = re.search(r"Could not override '([^']+)'", message)
-    if bad_key:
-        return _unknown_key(bad_key.group(1), overrides)
-    if "Ambiguous value for argument" in message:
-        argument = re.search(r"argument '([^']+)'", message)
-        what = argument.group(1) if argument else "an override"
-        return f"{what} lists several values: add -m to sweep over them, or quote it"
-    in_file = re.search(r"In '([^']+)': \w+ raised while composing", message)
-    full_key = re.search(r"full_key: (\S+)", message)
-    if in_file and full_key and "not in" in message:
-        key, group = full_key.group(1), full_key.group(1).split(".")[0]
+def _missing_option(exc: MissingConfigException) -> str:
+    """An option (or group) that does not exist, from the fields Hydra gives."""
+    group, _, option = (exc.missing_cfg_file or "").rpartition("/")
+    if group and exc.options:
+        return f"unknown {group} '{option}'; valid options: {', '.join(exc.options)}"
+    if group:
+        return f"unknown config group '{group}'; see `gradsync run --help` for the groups"
+    return _first_line(str(exc))
+
+
+def _composition_error(exc: HydraException, given: list[Override], overrides: list[str]) -> str:
+    """One line for what Hydra refused while composing, from the OmegaConf error behind it
+    (its type and ``full_key``) and the overrides as parsed."""
+    cause = exc.__cause__ or exc.__context__  # Hydra chains some, and raises others inside
+    key = getattr(cause, "full_key", None)
+    lines = {override.get_key_element().lstrip("+~"): override.input_line for override in given}
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and key:
+        recipe = [o.value() for o in given if o.get_key_element() == KEYLESS_GROUP]
+        if key in lines or not recipe:
+            return _unknown_key(key, overrides)
+        group = key.split(".")[0]
         return (
-            f"{in_file.group(1)} sets {key}, which the chosen {group} option does not "
-            f"have; choose a {group} that has it (see `gradsync run --help`)"
+            f"{KEYLESS_GROUP}/{recipe[-1]} sets {key}, which the chosen {group} option does "
+            f"not have; choose a {group} that has it (see `gradsync run --help`)"
         )
-    merging = re.search(r"Error merging override (\S+)", message)
-    if merging:
-        cause = exc.__cause__
-        detail = _first_line(str(cause)) if cause is not None else "invalid value"
-        return f"{merging.group(1)}: {detail}"
-    return _first_line(message)
+    if isinstance(cause, ValidationError) and key:
+        line = lines.get(key, f"{key}={getattr(cause, 'value', '')}")
+        return f"{line}: {_first_line(str(cause))}"
+    return _first_line(str(exc))
 
 
 def _unknown_key(full_key: str, overrides: list[str]) -> str:

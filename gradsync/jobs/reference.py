@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gradsync import families
 from gradsync.compressors.registry import summary as compressor_summary
-from gradsync.config.files import CONFIG_MODULE, ROOT_CONFIG, ROOT_CONFIG_FILE
+from gradsync.config.files import CONFIG_MODULE, KEYLESS_GROUP, ROOT_CONFIG, ROOT_CONFIG_FILE
 from gradsync.config.schema import TrainConfig
 from gradsync.jobs.discovery import group_options
 from gradsync.schedulers.registry import SCHEDULERS
@@ -53,10 +53,6 @@ GROUP_MEANINGS: dict[str, str] = {
     "experiment": "Named recipes that set several groups and keys at once.",
 }
 """One line per config group, for the reference (a test requires one for every group)."""
-
-
-KEYLESS_GROUP = "experiment"
-"""Its options set other groups' options and keys and have none of their own."""
 
 
 @dataclass(frozen=True)

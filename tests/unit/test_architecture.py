@@ -47,3 +47,26 @@ def test_an_import_inside_a_function_says_it_is_deferred_for_start_up(path: Path
         f"{path.relative_to(ROOT)}: imports inside functions with no '# {NAMED.capitalize()}: "
         f"...' comment above them: {unnamed}; import at the top of the module unless it is"
     )
+
+
+HOOKS = "gradsync/schedulers/engine/hooks.py"
+"""The one module that registers hooks on a model (``hook_model``)."""
+MODEL_HOOKS = {
+    "register_hook",
+    "register_post_accumulate_grad_hook",
+    "register_forward_pre_hook",
+    "register_forward_hook",
+    "register_full_backward_pre_hook",
+    "register_full_backward_hook",
+}
+
+
+def test_hooks_go_onto_the_model_in_one_place() -> None:
+    registering = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in SOURCES
+        if path.relative_to(ROOT).as_posix() != HOOKS
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr in MODEL_HOOKS
+    ]
+    assert registering == [], f"hooks registered outside {HOOKS} (use hook_model): {registering}"

@@ -57,6 +57,10 @@ CASES = [
         "+runner.additional_parameters.mail-type=VALUE",
     ),
     (["trainer.workers=0"], "trainer.workers must be >= 1, got 0"),
+    (
+        ["trainer.workers=1,2"],
+        "trainer.workers=1,2 lists several values: add -m to sweep over them",
+    ),
     (  # digits: 1,797 images, 20% held out; known without loading them
         ["trainer.batch_size=100000"],
         "the training set has 1438 samples, fewer than one global batch of 200000 "

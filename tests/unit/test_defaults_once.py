@@ -15,7 +15,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from gradsync.config.files import ROOT_CONFIG_FILE
-from gradsync.families import OPTIONS as FAMILY_OPTIONS
+from gradsync.families import option_classes
 
 CONF = ROOT_CONFIG_FILE.parent
 
@@ -23,7 +23,7 @@ CONF = ROOT_CONFIG_FILE.parent
 def _every_option() -> list[tuple[str, str, type]]:
     return [
         (group, name, cls)
-        for group, options in FAMILY_OPTIONS.items()
+        for group, options in option_classes().items()
         for name, cls in options.items()
     ]
 

@@ -132,3 +132,18 @@ def test_the_readmes_links_lead_to_files() -> None:
     assert targets, "the README links into docs/"
     missing = [t for t in targets if "://" not in t and not (ROOT / t).exists()]
     assert missing == []
+
+
+@pytest.mark.parametrize("group", sorted(METHOD_PAGES))
+def test_the_methods_index_tables_every_option_once(
+    group: str, options: dict[str, list[str]]
+) -> None:
+    """The index's table of a group (``## Compressors``, ``## Schedulers``) has a row linking
+    each option's page, and no row for an option that is gone."""
+    text = (DOCS / "methods" / "index.md").read_text(encoding="utf-8")
+    section = text[text.index(f"## {group.capitalize()}s\n") :]
+    table = section[: section.index("\n\n", section.index("|"))]
+    folder = METHOD_PAGES[group].split("/")[-1]
+    linked = re.findall(rf"\[(\w+)\]\({folder}/(\w+)\.md\)", table)
+    assert all(name == page for name, page in linked)
+    assert sorted(name for name, _ in linked) == sorted(options[group])

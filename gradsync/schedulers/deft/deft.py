@@ -66,6 +66,7 @@ from gradsync.schedulers.deft.config import (
 from gradsync.schedulers.engine.buckets import Buckets, ForwardTimer
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.engine import EngineParts, ExchangeEngine
+from gradsync.schedulers.engine.hooks import ModelHooks, hook_model
 from gradsync.schedulers.engine.profiling import median_seconds
 from gradsync.schedulers.engine.queued_collective import QueuedCollective
 from gradsync.schedulers.engine.residuals import bucket_name, rebucket_residuals
@@ -219,11 +220,11 @@ class DeftSync(ExchangeEngine):
             # Its own interface when the host has one (runner=netem runner.second_bandwidth).
             forks.append(self.collective.fork(interface=second_link_interface()))
         self._links = [QueuedCollective(fork, self._comm, self._timer) for fork in forks]
-        for index, param in enumerate(self._params):
-            param.register_post_accumulate_grad_hook(
-                lambda _, index=index: self._on_gradient(index)
-            )
-        model.register_forward_hook(lambda *_: self._on_forward_end())
+        hook_model(
+            model,
+            self._params,
+            ModelHooks(on_gradient=self._on_gradient, on_forward_end=self._on_forward_end),
+        )
         if self.times_file:
             self._use_times(BucketProfile.read(self.times_file))
         else:

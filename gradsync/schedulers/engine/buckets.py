@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from gradsync.schedulers.engine.hooks import ModelHooks, hook_model
+
 
 @dataclass(frozen=True)
 class Buckets:
@@ -118,14 +120,16 @@ class ForwardTimer:
         self._sizes = [p.numel() for p in params]
         self.seconds = [0.0] * len(params)
         self._stack: list[list[float]] = []  # [start, time spent in children]
-        self._handles = []
-        for module in model.modules():
-            own = [p for p in module.parameters(recurse=False) if id(p) in self._index]
-            if own:
-                self._handles.append(module.register_forward_pre_hook(self._enter))
-                self._handles.append(
-                    module.register_forward_hook(lambda *_, own=own: self._exit(own))
-                )
+        own = {
+            id(module): [p for p in module.parameters(recurse=False) if id(p) in self._index]
+            for module in model.modules()
+        }
+        hooks = ModelHooks(
+            before_module=self._enter,
+            after_module=lambda module: self._exit(own[id(module)]),
+            modules=lambda module: bool(own[id(module)]),
+        )
+        self._hooked = hook_model(model, params, hooks)
 
     def _enter(self, *_: object) -> None:
         self._stack.append([self.clock(), 0.0])
@@ -149,5 +153,4 @@ class ForwardTimer:
         return [s * forward_seconds / measured for s in seconds]
 
     def remove(self) -> None:
-        for handle in self._handles:
-            handle.remove()
+        self._hooked.remove()

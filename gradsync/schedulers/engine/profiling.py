@@ -16,6 +16,7 @@ import torch
 from gradsync.algorithms.costs import fit_alpha_beta, fit_gamma
 from gradsync.compressors.sparse import density_k
 from gradsync.schedulers.engine.buckets import ForwardTimer
+from gradsync.schedulers.engine.hooks import ModelHooks, hook_model
 from gradsync.types import Collective
 
 TOPK_SIZES = tuple(2**k for k in range(12, 21, 2))  # 4K .. 1M elements
@@ -120,16 +121,15 @@ def profile_model(
     machine in this process: the mean over ``steps`` after one warm-up step. A tensor's backward
     time runs from the previous gradient (or the end of the forward pass) to its own."""
     params = [p for p in model.parameters() if p.requires_grad][::-1]
-    index = {id(p): i for i, p in enumerate(params)}
     ready = [0.0] * len(params)
     last = [0.0]
 
-    def on_gradient(param: torch.Tensor) -> None:
+    def on_gradient(index: int) -> None:
         now = clock()
-        ready[index[id(param)]] += now - last[0]
+        ready[index] += now - last[0]
         last[0] = now
 
-    handles = [p.register_post_accumulate_grad_hook(on_gradient) for p in params]
+    hooked = hook_model(model, params, ModelHooks(on_gradient=on_gradient))
     forward = 0.0
     try:
         for step in range(steps + 1):
@@ -143,8 +143,7 @@ def profile_model(
             value.backward()
             model.zero_grad(set_to_none=True)
     finally:
-        for handle in handles:
-            handle.remove()
+        hooked.remove()
     return [t / steps for t in ready], forward / steps
 
 

@@ -28,6 +28,7 @@ from typing_extensions import Unpack
 from gradsync.algorithms.merge_plans import Layers as LayerTimes
 from gradsync.algorithms.merge_plans import Plan
 from gradsync.schedulers.engine.engine import EngineParts, ExchangeEngine
+from gradsync.schedulers.engine.hooks import ModelHooks, hook_model
 from gradsync.schedulers.engine.profiling import BackwardProfile
 from gradsync.types import Collective, SyncStats
 
@@ -85,12 +86,12 @@ class PipelinedSync(ExchangeEngine):
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
         super().attach(model, optimizer)
         self._reset_profiled_step()
-        for index, param in enumerate(self._params):
-            param.register_post_accumulate_grad_hook(
-                lambda _, index=index: self._on_gradient(index)
-            )
-        model.register_forward_pre_hook(lambda *_: self._mark("forward_start"))
-        model.register_forward_hook(lambda *_: self._mark("forward_end"))
+        hooks = ModelHooks(
+            on_gradient=self._on_gradient,
+            on_forward_start=lambda: self._mark("forward_start"),
+            on_forward_end=lambda: self._mark("forward_end"),
+        )
+        hook_model(model, self._params, hooks)
         if self.planner.profile_steps:
             self._use_plan((1,) * len(self._params), planned=False)  # profiled per tensor
             self._profile = BackwardProfile(backward=[0.0] * len(self._params))

@@ -50,7 +50,6 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
-from torch.utils.hooks import RemovableHandle
 from typing_extensions import Unpack
 
 from gradsync.comm.host_sync import host_sync
@@ -59,6 +58,7 @@ from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts, step_stats
+from gradsync.schedulers.engine.hooks import ModelHooks, hook_model
 from gradsync.schedulers.engine.residuals import rebucket_residuals
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.priority.config import AGREEMENT, CREDIT, CREDIT_BACK
@@ -191,23 +191,22 @@ class PrioritySync(SyncComponents):
         self._data: Collective = self.collective.fork()
         self._control: Collective = self.collective.fork()
         index = {id(p): i for i, p in enumerate(params)}
-        for i, param in enumerate(params):
-            param.register_post_accumulate_grad_hook(lambda _, i=i: self._on_gradient(i))
         self._owned: dict[int, list[int]] = {}  # module id: the tensors its pre-hook applies
         self._parent: dict[int, nn.Module] = {}
         self._ran: set[int] | None = set()  # modules seen in the first forward pass
-        self._module_hooks: dict[int, RemovableHandle] = {}
         for module in model.modules():
             # A tied parameter is listed by each of its modules: whichever runs first applies it.
             own = [index[id(p)] for p in module.parameters(recurse=False) if id(p) in index]
             if own:
                 self._owned[id(module)] = own
             self._parent.update((id(child), module) for child in module.children())
-            self._module_hooks[id(module)] = module.register_forward_pre_hook(
-                lambda module, _: self._on_module(module)
-            )
-        model.register_forward_pre_hook(lambda *_: self._on_forward_start())
-        model.register_forward_hook(lambda *_: self._on_forward_end())
+        hooks = ModelHooks(
+            on_gradient=self._on_gradient,
+            before_module=self._on_module,
+            on_forward_start=self._on_forward_start,
+            on_forward_end=self._on_forward_end,
+        )
+        self._hooked = hook_model(model, params, hooks)
         self._prepare(model)
         self._use_plan(self._first_plan())
 
@@ -298,10 +297,10 @@ class PrioritySync(SyncComponents):
             self._owned[id(ancestor)] = [*self._owned.get(id(ancestor), []), *own]
         # A module with nothing to apply needs no hook: any hook sends every call of the
         # module through nn.Module's slower path.
-        for module_id, handle in self._module_hooks.items():
+        for module_id, handle in self._hooked.before_module.items():
             if module_id not in self._owned:
                 handle.remove()
-        self._module_hooks = {}
+        self._hooked.before_module = {}
 
     def _on_forward_start(self) -> None:
         if self._timing:
