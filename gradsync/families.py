@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from gradsync.cluster.backends import AUTO, Backends, choose_backends
 from gradsync.cluster.run_name import torchrun_run_name
 from gradsync.compressors.registry import COMPRESSORS
+from gradsync.config.files import ROOT_CONFIG_FILE
 from gradsync.config.schema import Device, TrainConfig, TrainerConfig
 from gradsync.data import loader_workers
 from gradsync.data.registry import DATASETS
@@ -46,11 +47,6 @@ def option_classes() -> dict[str, dict[str, type]]:
     }
 
 
-WITHOUT_YAML = ("compressor", "scheduler")
-"""Groups whose options are their classes alone; the others' options are YAML files in
-``conf/<group>/`` that start from ``/schema/<group>/<option>``."""
-
-
 def register() -> None:
     """Store every option's class in Hydra's ConfigStore, and the resolvers configs use."""
     # Tasks per node of a multi-node job: ${gradsync.per_node:${trainer.workers},${runner.nodes}}
@@ -66,7 +62,10 @@ def register() -> None:
     store.store(name="schema_train", node=TrainConfig)
     store_launcher()
     for group, options in option_classes().items():
-        stored_as = group if group in WITHOUT_YAML else f"schema/{group}"
+        # A group with YAML files (conf/<group>/) starts each from /schema/<group>/<option>;
+        # the others' options are their classes alone.
+        has_files = (ROOT_CONFIG_FILE.parent / group).is_dir()
+        stored_as = f"schema/{group}" if has_files else group
         for name, node in options.items():
             store.store(group=stored_as, name=name, node=node)
 

@@ -3,14 +3,13 @@
 A compressor is its module (the ``_target_`` its options build), its options class (fields made
 with ``option()``; the class docstring says what it is), and one entry here. Hydra's
 ConfigStore, ``--help``, the configuration reference and the checks of what a scheduler can take
-all read this mapping; nothing else lists compressor names. Torch-free.
+all read this mapping (``gradsync/families.py`` gives it to Hydra); nothing else lists
+compressor names. Torch-free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from hydra.core.config_store import ConfigStore
 
 from gradsync.compressors.options.base import (
     CompressorConfig,
@@ -50,6 +49,12 @@ COMPRESSORS: Mapping[str, type[CompressorConfig]] = {
 }
 
 
+def compressor_name(options: CompressorConfig) -> str:
+    """The ``compressor=`` option ``options`` are (of their class: each has its own)."""
+    (name,) = (name for name, cls in COMPRESSORS.items() if cls is type(options))
+    return name
+
+
 def summary(name: str) -> str:
     """What ``compressor=name`` is: its options class's docstring."""
     return " ".join((COMPRESSORS[name].__doc__ or "").split())
@@ -66,11 +71,3 @@ def allreducible_choices() -> str:
     return ", ".join(
         [listed] + [f"or {'/'.join(names)} with {setting}" for setting, names in settings.items()]
     )
-
-
-def store_options() -> None:
-    """Every compressor's options as the ``compressor`` group of Hydra's ConfigStore (no YAML:
-    overrides change them)."""
-    store = ConfigStore.instance()
-    for name, options in COMPRESSORS.items():
-        store.store(group="compressor", name=name, node=options)

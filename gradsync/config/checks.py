@@ -26,12 +26,6 @@ class SettingError(ValueError):
     """A setting the job cannot run with; ``str()`` is the one line that says what to set."""
 
 
-def require(ok: bool, message: str) -> None:
-    """``message`` as a ``SettingError`` unless ``ok``."""
-    if not ok:
-        raise SettingError(message)
-
-
 @dataclass(frozen=True)
 class Check:
     """What one option's value must be (None, where the option's type allows it, always
@@ -47,6 +41,8 @@ class Check:
     min_entries: int | None = None
     nullable: bool = False
     """Null is allowed (said as "or null" in the message)."""
+    null_means: str = ""
+    """What null does, said after it: "or null (off)"."""
     hint: str = ""
     """What a boundary value means, said after the range: "(0: off)"."""
     problem: Callable[[Any], str | None] | None = None
@@ -60,8 +56,8 @@ class Check:
         if value is None:
             return None
         if self.min_entries is not None and len(value) < self.min_entries:
-            entries = "entry" if self.min_entries == 1 else "entries"
-            return f"{key} needs at least {self.min_entries} {entries}, got {_given(value)}"
+            entries = "one entry" if self.min_entries == 1 else f"{self.min_entries} entries"
+            return f"{key} needs at least {entries}, got {_given(value)}"
         values = list(value) if self.each else [value]
         if self.choices and any(v not in self.choices for v in values):
             if all(isinstance(c, str) for c in self.choices):
@@ -69,9 +65,10 @@ class Check:
             return f"{key} must be {_either(self.choices)}, got {_given(value)}"
         if not all(self._in_range(v) for v in values):
             what = f"{key} entries" if self.each else key
-            null = " or null" if self.nullable else ""
             hint = f" {self.hint}" if self.hint else ""
-            return f"{what} must be {self._range()}{null}{hint}, got {_given(value)}"
+            null = " or null" if self.nullable else ""
+            null += f" ({self.null_means})" if self.nullable and self.null_means else ""
+            return f"{what} must be {self._range()}{hint}{null}, got {_given(value)}"
         if self.problem is not None:
             problem = self.problem(value)
             if problem is not None:

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 CONFIG_MODULE = "gradsync.conf"
 """Where Hydra finds the config groups: ``conf/`` of the repository, installed as this module
 (``pyproject.toml``)."""
@@ -34,8 +36,6 @@ def output_dir_problem(overrides: Sequence[str], *, sweep: bool) -> str | None:
 
 def _default_output(key: str) -> str:
     """Where Hydra writes when no override says: the root config's setting, unresolved."""
-    from omegaconf import OmegaConf
-
     node: object = OmegaConf.to_container(OmegaConf.load(ROOT_CONFIG_FILE), resolve=False)
     for part in key.split("."):
         assert isinstance(node, dict), f"the root config has no section above {part!r}"

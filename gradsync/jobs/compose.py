@@ -21,13 +21,13 @@ from omegaconf.errors import (
     ConfigAttributeError,
     ConfigKeyError,
     OmegaConfBaseException,
-    ValidationError,
 )
 
 from gradsync import families
 from gradsync.cluster.backends import BackendRefused, choose_backends
 from gradsync.cluster.devices import missing_gpu, workers_per_gpu
 from gradsync.compressors.options.base import CompressorConfig
+from gradsync.compressors.registry import compressor_name
 from gradsync.config.checks import too_few_samples
 from gradsync.config.files import CONFIG_MODULE, KEYLESS_GROUP, ROOT_CONFIG
 from gradsync.config.schema import (
@@ -40,11 +40,10 @@ from gradsync.config.schema import (
 )
 from gradsync.feedback.options import FeedbackConfig
 from gradsync.jobs.discovery import group_options
+from gradsync.jobs.pairing import pairing_problem
 from gradsync.launch.options import RunnerConfig
 from gradsync.schedulers.registry import (
     SCHEDULERS,
-    SchedulerSpec,
-    allreducible_problem,
     spec_of,
 )
 from gradsync.train.capacity import FORCE, capacity_problem, gpu_sharing_problem
@@ -189,6 +188,7 @@ def _compose_and_check(
 
 
 def _compose(overrides: list[str], *, multirun: bool) -> DictConfig:
+    given: list[Override] = []
     try:
         given = OverridesParser.create().parse_overrides(overrides)
         if not multirun:
@@ -217,8 +217,7 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
         raise ConfigError(_first_line(str(exc))) from None
     assert isinstance(typed, TrainConfig)
     _check_model_fits_dataset(typed)
-    _check_compressor_fits_job(cfg, typed)
-    _check_scheduler_fits_compressor(cfg, typed)
+    _check_compressor_fits_job(typed)
     _check_scheduler_capabilities(cfg, typed)
     _check_backend(typed)
     if not machine:
@@ -234,8 +233,8 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
 
 
 def _check_scheduler_capabilities(cfg: DictConfig, typed: TrainConfig) -> None:
-    """What the scheduler's registry entry says it cannot take: a device, compression, a
-    number of servers, resuming, fp16's loss scaling."""
+    """What the scheduler's registry entry says it cannot take: a device, a number of servers,
+    resuming, fp16's loss scaling (what it takes of compressors: ``pairing.py``)."""
     spec = spec_of(typed.scheduler)
     able = spec.capabilities
     device = typed.trainer.device.value
@@ -243,12 +242,6 @@ def _check_scheduler_capabilities(cfg: DictConfig, typed: TrainConfig) -> None:
         raise ConfigError(
             f"scheduler={spec.name} runs on {' or '.join(able.devices)} only, not {device}; "
             f"use trainer.device={able.devices[0]}"
-        )
-    compressor = _compressor_name(cfg)
-    if able.dense_only and compressor != "none":
-        raise ConfigError(
-            f"scheduler={spec.name} synchronizes dense layers; compressor={compressor} is not "
-            "supported with it: use compressor=none, or a scheduler that takes compression"
         )
     if able.servers is not None and typed.trainer.servers != able.servers:
         raise ConfigError(
@@ -271,10 +264,6 @@ def _check_scheduler_capabilities(cfg: DictConfig, typed: TrainConfig) -> None:
 
 def _servers(count: int) -> str:
     return "one parameter server" if count == 1 else f"{count} parameter servers"
-
-
-def _compressor_name(cfg: DictConfig) -> str:
-    return str(cfg.compressor._target_).split(".")[-2]
 
 
 def _check_known_keys(node: DictConfig, path: str) -> None:
@@ -317,12 +306,13 @@ def _check_host_capacity(cfg: DictConfig, typed: TrainConfig) -> None:
         )
 
 
-def _check_compressor_fits_job(cfg: DictConfig, typed: TrainConfig) -> None:
-    """What the compressor's schema declares it needs of the optimizer and the feedback."""
+def _check_compressor_fits_job(typed: TrainConfig) -> None:
+    """What the compressor's options declare they need of the optimizer, the feedback and the
+    scheduler."""
     compressor = typed.compressor
     if not isinstance(compressor, CompressorConfig):
         return
-    name = _compressor_name(cfg)
+    name = compressor_name(compressor)
     if compressor.applies_momentum and typed.trainer.nesterov:
         raise ConfigError(
             f"compressor={name} applies plain momentum itself (compressor.momentum), in place of "
@@ -338,46 +328,7 @@ def _check_compressor_fits_job(cfg: DictConfig, typed: TrainConfig) -> None:
             f"compressor={name} accumulates what it does not send itself; an error-feedback "
             "residual would keep it twice: use feedback=auto (or none)"
         )
-    problem = _memory_problem(spec_of(typed.scheduler), compressor, name)
-    if problem is not None:
-        takers = [
-            other
-            for other, spec in SCHEDULERS.items()
-            if _memory_problem(spec, compressor, name) is None
-            and not spec.capabilities.dense_only
-            and allreducible_problem(other, name, compressor.adds_up()) is None
-        ]
-        raise ConfigError(f"{problem}: use scheduler={', '.join(takers)}")
-
-
-def _memory_problem(
-    scheduler: SchedulerSpec, compressor: CompressorConfig, name: str
-) -> str | None:
-    """Why ``scheduler`` cannot keep what the compressor's own memory needs (what its options
-    declare against the scheduler's registry entry), or None."""
-    able = scheduler.capabilities
-    if compressor.needs_its_exchange_back and able.parameter_server:
-        return (
-            f"compressor={name} needs what the workers exchanged back on each worker (its own "
-            f"error feedback), but scheduler={scheduler.name} sums on its servers"
-        )
-    if compressor.keeps_own_residual and not able.compresses_each_group_once:
-        return (
-            f"compressor={name} keeps a memory per group, updated once a step, but "
-            f"scheduler={scheduler.name} may compress a bucket twice in one step"
-        )
-    return None
-
-
-def _check_scheduler_fits_compressor(cfg: DictConfig, typed: TrainConfig) -> None:
-    """A scheduler that all-reduces (wfbp) needs payloads that add up, which can depend on the
-    compressor's settings (its options say: ``adds_up``)."""
-    compressor = typed.compressor
-    if not isinstance(compressor, CompressorConfig):
-        return
-    problem = allreducible_problem(
-        spec_of(typed.scheduler).name, _compressor_name(cfg), compressor.adds_up()
-    )
+    problem = pairing_problem(spec_of(typed.scheduler), compressor, name)
     if problem is not None:
         raise ConfigError(problem)
 
@@ -509,9 +460,9 @@ def _composition_error(exc: HydraException, given: list[Override], overrides: li
     (its type and ``full_key``) and the overrides as parsed."""
     cause = exc.__cause__ or exc.__context__  # Hydra chains some, and raises others inside
     key = getattr(cause, "full_key", None)
-    lines = {override.get_key_element().lstrip("+~"): override.input_line for override in given}
+    lines = {str(override.key_or_group): override.input_line for override in given}
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and key:
-        recipe = [o.value() for o in given if o.get_key_element() == KEYLESS_GROUP]
+        recipe = [o.value() for o in given if o.key_or_group == KEYLESS_GROUP]
         if key in lines or not recipe:
             return _unknown_key(key, overrides)
         group = key.split(".")[0]
@@ -519,8 +470,10 @@ def _composition_error(exc: HydraException, given: list[Override], overrides: li
             f"{KEYLESS_GROUP}/{recipe[-1]} sets {key}, which the chosen {group} option does "
             f"not have; choose a {group} that has it (see `gradsync run --help`)"
         )
-    if isinstance(cause, ValidationError) and key:
-        line = lines.get(key, f"{key}={getattr(cause, 'value', '')}")
+    if isinstance(cause, OmegaConfBaseException) and key:
+        # The override the user typed: the key itself, or the one above an item of it.
+        typed = [given_key for given_key in lines if key.startswith(given_key)]
+        line = lines[max(typed, key=len)] if typed else key
         return f"{line}: {_first_line(str(cause))}"
     return _first_line(str(exc))
 

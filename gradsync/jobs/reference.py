@@ -26,17 +26,20 @@ import typing
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync import families
+from gradsync.compressors.options.base import CompressorConfig
+from gradsync.compressors.registry import COMPRESSORS
 from gradsync.compressors.registry import summary as compressor_summary
 from gradsync.config.files import CONFIG_MODULE, KEYLESS_GROUP, ROOT_CONFIG, ROOT_CONFIG_FILE
-from gradsync.config.schema import TrainConfig
+from gradsync.config.schema import TrainConfig, TrainerConfig
 from gradsync.jobs.discovery import group_options
+from gradsync.jobs.pairing import pairing_problem
 from gradsync.schedulers.registry import SCHEDULERS
 
 GROUP_MEANINGS: dict[str, str] = {
@@ -394,12 +397,63 @@ def reference_page(docs_dir: Path) -> str:
     return reference_markdown(all_option_docs(), method_pages(docs_dir))
 
 
+# ---- what each scheduler takes: a table of the methods' index ----------------------------------
+METHODS_INDEX = Path("methods") / "index.md"
+TAKES_BEGIN = "<!-- What each scheduler takes: written by `make reference`. -->"
+TAKES_END = "<!-- End of what make reference writes. -->"
+
+
+def takes_table() -> str:
+    """Which compressors (with their defaults, and with the setting that makes their payloads
+    add up) each scheduler takes, as the config checks decide (``pairing.py``)."""
+    cases = [case for name, cls in COMPRESSORS.items() for case in _compressor_cases(name, cls)]
+    rows = ["| scheduler | takes | refuses |", "|---|---|---|"]
+    for scheduler, spec in SCHEDULERS.items():
+        takes = {
+            shown: pairing_problem(spec, options, name) is None for name, shown, options in cases
+        }
+        refuses = [shown for shown, ok in takes.items() if not ok]
+        taken = ", ".join(shown for shown, ok in takes.items() if ok) or "—"
+        listed = taken if refuses else "every compressor"
+        rows.append(f"| `{scheduler}` | {listed} | {', '.join(refuses) or '—'} |")
+    return "\n".join(rows)
+
+
+def _compressor_cases(name: str, cls: type) -> list[tuple[str, str, CompressorConfig]]:
+    """(option, as the table shows it, its options): with its defaults, and where its
+    payloads add up only with a setting (``add_up_with``), with that setting too."""
+    root = OmegaConf.create({"trainer": OmegaConf.structured(TrainerConfig)})
+    root.compressor = OmegaConf.structured(cls)  # its interpolations resolve in the job
+    options = OmegaConf.to_object(root.compressor)
+    assert isinstance(options, CompressorConfig)
+    cases = [(name, f"`{name}`", options)]
+    setting = options.add_up_with
+    if setting and not options.adds_up():
+        key, _, value = setting.removeprefix("compressor.").partition("=")
+        adding = dataclasses.replace(cast(Any, options), **{key: value})  # each is a dataclass
+        cases.append((name, f"`{name}` with `{setting}`", adding))
+    return cases
+
+
+def with_takes_table(index: str) -> str:
+    """The methods index ``index`` with its generated table as the checks decide now."""
+    before, _, rest = index.partition(TAKES_BEGIN)
+    _, _, after = rest.partition(TAKES_END)
+    return f"{before}{TAKES_BEGIN}\n{takes_table()}\n{TAKES_END}{after}"
+
+
 def stale_reference(docs_dir: Path) -> str | None:
-    """Why the committed reference page differs from the schemas; None when it does not."""
+    """Why the committed reference page, or the methods index's generated table, differs from
+    the schemas and registries; None when neither does."""
     page = docs_dir / REFERENCE_PAGE
-    if page.exists() and page.read_text(encoding="utf-8") == reference_page(docs_dir):
-        return None
-    return f"{page} is out of date with the schemas and YAML files: run `make reference`"
+    if not (page.exists() and page.read_text(encoding="utf-8") == reference_page(docs_dir)):
+        return f"{page} is out of date with the schemas and YAML files: run `make reference`"
+    index = (docs_dir / METHODS_INDEX).read_text(encoding="utf-8")
+    if TAKES_BEGIN not in index or with_takes_table(index) != index:
+        return (
+            f"{docs_dir / METHODS_INDEX} is out of date with the registries: run `make reference`"
+        )
+    return None
 
 
 if __name__ == "__main__":  # make reference: python -m gradsync.jobs.reference DOCS_DIR
@@ -407,3 +461,5 @@ if __name__ == "__main__":  # make reference: python -m gradsync.jobs.reference 
 
     docs = Path(sys.argv[1])
     (docs / REFERENCE_PAGE).write_text(reference_page(docs), encoding="utf-8")
+    index = docs / METHODS_INDEX
+    index.write_text(with_takes_table(index.read_text(encoding="utf-8")), encoding="utf-8")

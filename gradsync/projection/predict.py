@@ -1,9 +1,11 @@
-"""Iteration time of one compressor × scheduler on one cluster, from the model's profile.
+"""What the schedulers' cost models share, for the iteration time of one compressor ×
+scheduler on one cluster from the model's profile.
 
 Each scheduler's own model lives in its package (``gradsync/schedulers/<family>/cost.py``) and is
-named by its registry entry; this module holds what they share: the job they are asked about,
-the estimate they return, bucket times for the discrete-event simulator
-(``algorithms/simulator.py``), the OMGS paper's timeline of merged groups (eqs. 5–9,
+named by its registry entry (``schedulers/costs.py`` asks it); the job it is asked about and the
+estimate it returns are ``estimates.py``'s. This module holds the simulator's runs of a
+schedule (``algorithms/simulator.py``; the bucketed schedules' times are
+``schedulers/bucket_costs.py``'s), the OMGS paper's timeline of merged groups (eqs. 5–9,
 ``algorithms/merge_plans.py``) and the bytes a parameter server moves.
 
 On a shared host, the overlapped schedulers' calls cost what calls made from a communication
@@ -13,9 +15,9 @@ parameter servers), combining what the workers sent into one gradient (once, aft
 exchange, as the schedulers do), and loading its batch; on a shared host, schedulers whose
 workers meet every iteration also wait for the slowest worker's share of the cores
 (``Cluster.sync_s``), and compute is slowed by the workers' sharing of the cores
-(``Cluster.compute_slowdown``, applied by ``jobs.Predictor``); in the bucketed schedules it
-is slowed further while a link is busy (``Cluster.busy_link_slowdown``: the cores also move
-the bytes).
+(``Cluster.compute_slowdown``, applied by ``measure/jobs.py``'s ``Predictor``); in the
+bucketed schedules it is slowed further while a link is busy (``Cluster.busy_link_slowdown``:
+the cores also move the bytes).
 """
 
 from __future__ import annotations
@@ -32,8 +34,7 @@ from gradsync.algorithms.simulator import contended
 from gradsync.projection.estimates import Estimate, Job
 
 if TYPE_CHECKING:
-    from gradsync.algorithms.costs import CostModel
-    from gradsync.algorithms.merge_plans import Layers, Plan
+    from gradsync.algorithms.merge_plans import Plan
     from gradsync.algorithms.simulator import BucketTimes, Prediction
 
 SIMULATED_ITERATIONS = 30

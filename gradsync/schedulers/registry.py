@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
 
 from gradsync.compressors.registry import allreducible_choices
 from gradsync.schedulers.allreduce.config import AllreduceConfig
@@ -317,8 +317,6 @@ def baseline_spec() -> SchedulerSpec:
 def spec_of(options: Any) -> SchedulerSpec:
     """The spec whose typed options ``options`` are (a composed ``scheduler`` node, or its
     dataclass instance)."""
-    from omegaconf import DictConfig, OmegaConf
-
     kind = OmegaConf.get_type(options) if isinstance(options, DictConfig) else type(options)
     for spec in SCHEDULERS.values():
         if spec.config is kind:
@@ -329,8 +327,6 @@ def spec_of(options: Any) -> SchedulerSpec:
 def specs_like(options: Any) -> list[SchedulerSpec]:
     """The specs ``options`` may be: its own when it is typed; for a node read back from YAML
     (which has lost its type), every spec that builds the same engine (``_target_``)."""
-    from omegaconf import DictConfig, OmegaConf
-
     if not isinstance(options, DictConfig) or OmegaConf.get_type(options) is not dict:
         return [spec_of(options)]
     target = options.get("_target_")
@@ -360,11 +356,3 @@ def allreducible_problem(scheduler: str, compressor_name: str, adds_up: bool) ->
         f"scheduler={scheduler} all-reduces, but compressor={compressor_name} all-gathers its "
         f"payloads; use {allreducible_choices()}"
     )
-
-
-def store_options() -> None:
-    """Every scheduler's options as the ``scheduler`` group of Hydra's ConfigStore (no YAML:
-    nothing in them is for a user to edit; overrides change them)."""
-    store = ConfigStore.instance()
-    for spec in SCHEDULERS.values():
-        store.store(group="scheduler", name=spec.name, node=spec.config)

@@ -61,6 +61,7 @@ CASES = [
         ["trainer.workers=1,2"],
         "trainer.workers=1,2 lists several values: add -m to sweep over them",
     ),
+    (["trainer.lr=[1"], "no viable alternative at input '[1'"),
     (  # digits: 1,797 images, 20% held out; known without loading them
         ["trainer.batch_size=100000"],
         "the training set has 1438 samples, fewer than one global batch of 200000 "

@@ -20,7 +20,8 @@ class _Example(Options):
     )
     fraction: float = option(0.5, above=0, at_most=1)
     count: int = option(1, at_least=1, hint="(the first)")
-    limit: float | None = option(None, above=0, hint="(off)")
+    limit: float | None = option(None, above=0, null_means="off")
+    slowdown: float | None = option(None, at_least=1, hint="(a slowdown)")
     kind: str = option("a", choices=("a", "b"))
     links: int = option(1, choices=(1, 2))
     sizes: list[int] = option(default_factory=lambda: [1], each=True, at_least=1, min_entries=1)
@@ -38,7 +39,8 @@ class _Example(Options):
         ({"kind": "c"}, "unknown example.kind 'c'; valid: a, b"),
         ({"links": 3}, "example.links must be 1 or 2, got 3"),
         ({"sizes": [2, 0]}, "example.sizes entries must be >= 1, got [2, 0]"),
-        ({"sizes": []}, "example.sizes needs at least 1 entry, got []"),
+        ({"sizes": []}, "example.sizes needs at least one entry, got []"),
+        ({"slowdown": 0.5}, "example.slowdown must be >= 1 (a slowdown) or null, got 0.5"),
         ({"low": 3}, "example.low (3) must be <= high"),
         ({"low": 8, "high": 7}, "example.low (8) must be <= high"),
         ({"high": 7}, "example.high must not be 7"),

@@ -10,6 +10,7 @@ import enum
 import importlib
 import inspect
 import textwrap
+import typing
 
 import pytest
 from omegaconf import OmegaConf
@@ -57,9 +58,26 @@ def test_the_option_file_does_not_restate_a_default(group: str, name: str, cls: 
         return  # the option is the ConfigStore's entry alone
     written = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     assert isinstance(written, dict)
-    defaults = _defaults(cls)
-    restated = [key for key, value in written.items() if key in defaults and defaults[key] == value]
+    restated = _restated(written, cls)
     assert not restated, f"{path.relative_to(CONF)} restates the schema's defaults of {restated}"
+
+
+def _restated(written: dict, cls: type, prefix: str = "") -> list[str]:
+    """The keys ``written`` sets to ``cls``'s defaults, also inside a section whose field is
+    itself an options class (``logger.wandb``)."""
+    defaults, types = _defaults(cls), typing.get_type_hints(cls)
+    restated = []
+    for key, value in written.items():
+        if key in defaults and defaults[key] == value:
+            restated.append(f"{prefix}{key}")
+        nested = [t for t in typing.get_args(types.get(key)) or [types.get(key)] if _options(t)]
+        if isinstance(value, dict) and nested:
+            restated += _restated(value, nested[0], f"{prefix}{key}.")
+    return restated
+
+
+def _options(kind: object) -> bool:
+    return isinstance(kind, type) and dataclasses.is_dataclass(kind)
 
 
 def _target(cls: type) -> object | None:

@@ -23,3 +23,22 @@ def test_options_read_back_from_yaml_are_typed_with_their_values(group: str, nam
     assert isinstance(composed, type(read_back))  # its own class, or one every sibling shares
     for spec in dataclasses.fields(read_back):
         assert getattr(read_back, spec.name) == getattr(composed, spec.name), spec.name
+
+
+EVERY_CLASS = sorted(
+    {cls for options in option_classes().values() for cls in options.values()},
+    key=lambda cls: cls.__name__,
+)
+
+
+@pytest.mark.parametrize("cls", EVERY_CLASS, ids=lambda cls: cls.__name__)
+def test_an_option_a_class_declares_again_keeps_its_check(cls: type) -> None:
+    """A subclass that gives a field a default of its own still checks it (as its base does,
+    or narrower: DeFT takes fewer staleness corrections)."""
+    for spec in dataclasses.fields(cls):
+        for base in cls.__mro__[1:]:
+            inherited = getattr(base, "__dataclass_fields__", {}).get(spec.name)
+            if inherited is not None and "check" in inherited.metadata:
+                assert "check" in spec.metadata, (
+                    f"{cls.__name__}.{spec.name} drops the check {base.__name__} declares"
+                )

@@ -12,6 +12,8 @@ from gradsync.cli.run_args import parse_run_args, run_help
 from gradsync.compressors.options.sparsifiers import DGCConfig, TopKConfig
 from gradsync.jobs.compose import ConfigError
 from gradsync.jobs.reference import (
+    METHODS_INDEX,
+    TAKES_BEGIN,
     KeyDoc,
     OptionDoc,
     all_option_docs,
@@ -22,6 +24,7 @@ from gradsync.jobs.reference import (
     option_doc,
     reference_markdown,
     undocumented,
+    with_takes_table,
 )
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -57,6 +60,15 @@ def test_the_committed_reference_is_the_schemas(docs: dict[str, list[OptionDoc]]
     what the schemas say (make reference rewrites it)."""
     committed = (DOCS / "reference" / "config.md").read_text(encoding="utf-8")
     assert committed == reference_markdown(docs, method_pages(DOCS)), "run make reference"
+
+
+def test_the_methods_index_says_what_each_scheduler_takes_as_the_checks_decide() -> None:
+    """Its table is written from the registries by the checks themselves (make reference)."""
+    committed = (DOCS / METHODS_INDEX).read_text(encoding="utf-8")
+    assert TAKES_BEGIN in committed
+    assert with_takes_table(committed) == committed, "run make reference"
+    refused = with_takes_table(committed).split("| `osp` |")[1].split("\n")[0]
+    assert refused.startswith(" `none` | ")  # osp takes only dense gradients
 
 
 @pytest.mark.parametrize(

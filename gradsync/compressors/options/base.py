@@ -5,7 +5,7 @@ the command line checks them before importing torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from omegaconf import II
 
@@ -26,6 +26,9 @@ class CompressorConfig(Options):
     """The compressor accumulates what it did not send itself (DGC, PowerSGD): an
     error-feedback residual on top would keep it twice, so a feedback that always keeps one is
     refused."""
+    compresses: ClassVar[bool] = True
+    """It sends less than the dense gradient (False: ``compressor=none`` alone), so a scheduler
+    that synchronizes dense layers refuses it."""
     payloads_add_up: ClassVar[bool] = False
     """Every worker's payload has the same layout, so a scheduler that all-reduces can sum them
     (otherwise they are all-gathered); the compressor's ``allreducible`` says the same."""
@@ -40,11 +43,22 @@ class CompressorConfig(Options):
         return self.payloads_add_up
 
 
+def density_option(default: float) -> Any:
+    """``density``, with its check, for a sparsifier whose default is its own."""
+    return option(default, above=0, at_most=1)
+
+
+def warmup_epochs_option(default: int) -> Any:
+    """``warmup_epochs``, with its check, for a sparsifier whose default is its own."""
+    return option(default, at_least=0, hint="(0: no warm-up)")
+
+
 @dataclass
 class NoneCompressorConfig(CompressorConfig):
     """Dense gradients: every element is sent."""
 
     _target_: str = "gradsync.compressors.none.NoneCompressor"
+    compresses: ClassVar[bool] = False
     payloads_add_up: ClassVar[bool] = True
 
 
@@ -52,10 +66,10 @@ class NoneCompressorConfig(CompressorConfig):
 class SparsifierConfig(CompressorConfig):
     """Shared by every compressor that keeps a fraction ``density`` of the gradient."""
 
-    density: float = option(0.01, above=0, at_most=1)
+    density: float = density_option(0.01)
     """Fraction of the elements each worker selects (k = int(density · elements)), after the
     warm-up."""
-    warmup_epochs: int = option(0, at_least=0, hint="(0: no warm-up)")
+    warmup_epochs: int = warmup_epochs_option(0)
     """DGC's density warm-up: over the first warmup_epochs epochs the density falls
     exponentially from warmup_density to density (epoch e: warmup_density ·
     (density/warmup_density)^(e/warmup_epochs)); 0: no warm-up."""
@@ -83,8 +97,3 @@ class RandomKConfig(SparsifierConfig):
     seed: int = II("trainer.seed")
     """Seed of the random index selection; every worker draws the same indices (default:
     trainer.seed)."""
-
-
-SCHEMAS: dict[str, dict[str, type]] = {
-    "compressor": {"none": NoneCompressorConfig, "randomk": RandomKConfig}
-}

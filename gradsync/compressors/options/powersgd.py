@@ -41,6 +41,3 @@ class PowerSGDConfig(CompressorConfig):
     """Added to each column's norm in Gram-Schmidt (> 0 guards against all-zero columns)."""
     seed: int = II("trainer.seed")
     """Seeds the random Q every worker draws alike."""
-
-
-SCHEMAS: dict[str, dict[str, type]] = {"compressor": {"powersgd": PowerSGDConfig}}

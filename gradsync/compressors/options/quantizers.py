@@ -68,14 +68,3 @@ class BF16Config(CompressorConfig):
 
     _target_: str = "gradsync.compressors.bf16.BF16Compressor"
     payloads_add_up: ClassVar[bool] = True
-
-
-SCHEMAS: dict[str, dict[str, type]] = {
-    "compressor": {
-        "terngrad": TernGradConfig,
-        "qsgd": QSGDConfig,
-        "signsgd": SignSGDConfig,
-        "fp16": FP16Config,
-        "bf16": BF16Config,
-    }
-}

@@ -9,7 +9,11 @@ from typing import ClassVar
 from omegaconf import II
 
 from gradsync.compressors.choices import EXCHANGES, SCOPES
-from gradsync.compressors.options.base import SparsifierConfig
+from gradsync.compressors.options.base import (
+    SparsifierConfig,
+    density_option,
+    warmup_epochs_option,
+)
 from gradsync.config.checks import Rule, option
 
 
@@ -22,8 +26,7 @@ def _exchange_problem(compressor: str) -> Callable[[str], str | None]:
             return (
                 f"compressor.exchange=allreduce is not valid for {compressor}: every worker "
                 "selects different indices, so values cannot be summed elementwise; valid: "
-                f"{', '.join(EXCHANGES)} (or use compressor=randomk, cltk or deft, which "
-                "all-reduce)"
+                f"{', '.join(EXCHANGES)}"
             )
         if exchange not in EXCHANGES:
             return f"unknown compressor.exchange {exchange!r}; valid: {', '.join(EXCHANGES)}"
@@ -65,7 +68,7 @@ class ThresholdConfig(_ExchangedConfig):
     1/(2*sqrt(density*n))."""
 
     _target_: str = "gradsync.compressors.threshold.ThresholdCompressor"
-    density: float = 0.001
+    density: float = density_option(0.001)
     """Used only to derive the threshold when it is unset: λ = 1/(2·sqrt(int(density·n_g)))."""
     threshold: float | None = option(None, at_least=0)
     """λ: elements with |x| >= λ are sent. Fixed for the whole run."""
@@ -120,28 +123,17 @@ class DGCConfig(_ExchangedConfig):
     _target_: str = "gradsync.compressors.dgc.DGCCompressor"
     applies_momentum: ClassVar[bool] = True
     keeps_own_residual: ClassVar[bool] = True
-    density: float = 0.001
+    density: float = density_option(0.001)
     """DGC's 99.9% sparsity."""
-    warmup_epochs: int = 4
+    warmup_epochs: int = warmup_epochs_option(4)
     """DGC warms up over 4 epochs (0.25, 0.063, 0.016, 0.004, then density); 0: off."""
     momentum: float = option(II("trainer.momentum"), at_least=0, below=1)
     """m of the momentum correction u ← m·u + g, v ← v + u: the job's trainer.momentum by
     default, which DGC applies itself (the optimizer then steps without momentum)."""
-    clip_norm: float | None = option(None, above=0, hint="(off)")
+    clip_norm: float | None = option(None, above=0, null_means="off")
     """Local gradient clipping: each worker rescales its gradient (the group's, one L2 norm over
     all its tensors) to at most clip_norm·N^(-1/2) for N workers before accumulating it;
     null: off."""
     exchange: str = option("allgather", problem=_exchange_problem("dgc"))
     """allgather: values and indices of each worker's top-k (GRACE's DGC); union: all-reduce
     values at the union of the workers' indices."""
-
-
-SCHEMAS: dict[str, dict[str, type]] = {
-    "compressor": {
-        "topk": TopKConfig,
-        "threshold": ThresholdConfig,
-        "cltk": CLTKConfig,
-        "deft": DEFTConfig,
-        "dgc": DGCConfig,
-    }
-}

@@ -69,8 +69,7 @@ class StaleConfig(ParameterServerConfig, StalenessCorrectionOptions):
 
 @dataclass
 class AspConfig(StaleConfig):
-    staleness: int | None = None
-    """No bound: a worker never waits for the others."""
+    """No bound on staleness: a worker never waits for the others."""
 
 
 @dataclass
