@@ -160,9 +160,6 @@ def test_option_composes_and_builds(group, option, tmp_path):
         if group == "dataset":  # pair it with a model of its task, as a user would
             task = OmegaConf.to_object(cfg.dataset).task_kind()
             cfg = compose("train", overrides=[*overrides, f"model={TASK_MODELS[task]}"])
-        if group == "compressor" and OmegaConf.to_object(cfg.compressor).applies_momentum:
-            # DGC: the optimizer without momentum, as the refusal asks of a user
-            cfg = compose("train", overrides=[*overrides, "trainer.momentum=0"])
     if group != "model":  # a model is checked on its own task's shapes, whatever the dataset
         # Whether this machine could launch it (root, sbatch, torchrun) is not the option's.
         check_config(cfg, launcher_here=False)
