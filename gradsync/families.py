@@ -79,13 +79,19 @@ def option_schema(node: Any, group: str) -> type | None:
     kind = OmegaConf.get_type(node)
     if kind is not None and is_dataclass(kind):
         return kind
+    built = _building(node, group)
+    return built[0] if len(built) == 1 else None
+
+
+def _building(node: DictConfig, group: str) -> list[type]:
+    """The distinct option classes of ``group`` that build ``node``'s ``_target_``."""
     target = node.get("_target_")
-    built = {
+    built = [
         schema
         for schema in option_classes().get(group, {}).values()
         if target is not None and getattr(schema, "_target_", None) == target
-    }
-    return built.pop() if len(built) == 1 else None
+    ]
+    return list(dict.fromkeys(built))
 
 
 def runner_schema(cfg: Any) -> type[RunnerConfig]:
@@ -160,19 +166,14 @@ def typed_options(node: DictConfig, group: str) -> Any:
     """``group``'s options in a config as their typed class (checked), also for a config read
     back from a run's resolved YAML: the class of the option that builds its ``_target_``, or,
     where several do (asp and ssp), the nearest class they share that has every key."""
-    schema = option_schema(node, group) or _shared_schema(node, group)
+    schema = option_schema(node, group) or _shared_schema(node, _building(node, group))
     if schema is None:
         raise ValueError(f"no {group} option builds {node.get('_target_')!r}")
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), node))
 
 
-def _shared_schema(node: DictConfig, group: str) -> type | None:
-    target = node.get("_target_")
-    candidates = [
-        schema
-        for schema in option_classes().get(group, {}).values()
-        if target is not None and getattr(schema, "_target_", None) == target
-    ]
+def _shared_schema(node: DictConfig, candidates: list[type]) -> type | None:
+    """The nearest class every one of ``candidates`` extends that has every key of ``node``."""
     keys = {str(key) for key in node}
     for base in candidates[0].__mro__ if candidates else ():
         if (
