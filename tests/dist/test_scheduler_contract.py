@@ -1,13 +1,15 @@
 """The contract every registered scheduler keeps, checked over the registry (a new entry is
 covered with no edit here): built from its composed config as a worker builds it, it runs
-two steps on real gloo ranks (with its parameter servers when it has them), and where its entry
-says it trains as ``scheduler=allreduce`` does with ``compressor=none``, its parameters equal
-the flat all-reduce's."""
+two steps on real gloo ranks (with its parameter servers when it has them), every step's
+buckets leave through the engine's one contract (``SyncComponents.exchange``), and where its
+entry says it trains as ``scheduler=allreduce`` does with ``compressor=none``, its parameters
+equal the flat all-reduce's."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pytest
@@ -21,6 +23,7 @@ from gradsync.comm.collective import TorchCollective
 from gradsync.config.instantiate import build
 from gradsync.jobs.compose import CONFIG_MODULE
 from gradsync.jobs.discovery import group_options
+from gradsync.schedulers.engine.components import SyncComponents
 from gradsync.schedulers.ps.groups import make_groups
 from gradsync.schedulers.registry import SCHEDULERS, spec_of
 from gradsync.train.build import build_optimizer, build_sync
@@ -60,13 +63,34 @@ def _batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, torch.randint(0, 4, (BATCH,), generator=gen)
 
 
-def _train_each(
-    rank: int, world_size: int, configs: dict[str, DictConfig]
-) -> dict[str, list[torch.Tensor]]:
+@dataclass
+class Trained:
+    params: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+    """Each config's parameters after its steps."""
+    exchanges: dict[str, list[int]] = field(default_factory=dict)
+    """Each config's buckets handed to ``SyncComponents.exchange``, per step."""
+
+
+def _count_exchanges() -> list[int]:
+    """Counts every call of the engine's ``exchange`` in this process from now on (the real
+    method runs); the returned one-element list holds the count."""
+    count = [0]
+    exchange = SyncComponents.exchange
+
+    def counted(self, *args, **kwargs):
+        count[0] += 1
+        return exchange(self, *args, **kwargs)
+
+    SyncComponents.exchange = counted  # type: ignore[method-assign]
+    return count
+
+
+def _train_each(rank: int, world_size: int, configs: dict[str, DictConfig]) -> Trained:
     """Every config of ``configs`` in turn, as the worker runs it; the servers (ranks from
     WORKERS on) serve only schedulers that have them."""
     workers = make_groups(WORKERS, timedelta(seconds=60))
-    trained: dict[str, list[torch.Tensor]] = {}
+    trained = Trained()
+    count = _count_exchanges()
     for name, cfg in configs.items():
         model = _model()
         if rank >= WORKERS:
@@ -77,29 +101,37 @@ def _train_each(
         collective = TorchCollective(group=workers, timeout=timedelta(seconds=60))
         sync = build_sync(cfg, collective=collective, clock=time.perf_counter)
         sync.attach(model, optimizer)
+        trained.exchanges[name] = []
         for step in range(STEPS):
+            before = count[0]
             sync.begin(step=step, epoch=0)
             x, y = _batch(step, rank)
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
             sync.step(step=step, epoch=0, loss=loss.detach())
             optimizer.zero_grad(set_to_none=True)
+            trained.exchanges[name].append(count[0] - before)
         sync.flush()
-        trained[name] = [p.detach().clone() for p in model.parameters()]
+        trained.params[name] = [p.detach().clone() for p in model.parameters()]
     return trained
 
 
 def _check(
-    results: list[dict[str, list[torch.Tensor]]],
+    results: list[Trained],
     names: list[str],
     equals_reference: Callable[[str], bool],
     reference: str = REFERENCE,
 ) -> None:
-    """Every worker ran ``names`` after ``reference``, each of them moved the model, and those
-    ``equals_reference`` picks ended where the reference did."""
+    """Every worker ran ``names`` after ``reference``, each of them moved the model, sent
+    every step through the engine's contract, and those ``equals_reference`` picks ended where
+    the reference did."""
     initial = [p.detach() for p in _model().parameters()]
-    for rank, trained in enumerate(results[:WORKERS]):
+    for rank, result in enumerate(results[:WORKERS]):
+        trained = result.params
         assert list(trained) == [reference, *names]
+        for name in [reference, *names]:
+            exchanges = result.exchanges[name]
+            assert all(n >= 1 for n in exchanges), f"{name} on rank {rank}: {exchanges}"
         for name in names:
             moved = any(not torch.equal(a, b) for a, b in zip(trained[name], initial, strict=True))
             assert moved, f"{name} did not train on rank {rank}"
@@ -144,7 +176,9 @@ def test_every_compressor_keeps_the_workers_in_step_under_the_flat_all_reduce(tm
     two steps of a small model: threshold's residual has not reached its threshold yet.)"""
     names = [n for n in group_options()["compressor"] if n != "none"]
     configs = _configs(["none", *names], group="compressor")
-    first, *others = run_world(_train_each, WORKERS, tmp_path, configs, timeout=240)
+    first, *others = (
+        result.params for result in run_world(_train_each, WORKERS, tmp_path, configs, timeout=240)
+    )
     assert list(first) == ["none", *names]
     for name in names:
         for other in others:

@@ -16,6 +16,7 @@ from gradsync.compressors.topk import TopKCompressor
 from gradsync.feedback.none import NoneFeedback
 from gradsync.feedback.residual import ResidualFeedback
 from gradsync.schedulers.engine.components import SyncComponents
+from gradsync.schedulers.engine.exchange import Bucket
 from gradsync.types import GroupInfo
 
 
@@ -140,3 +141,32 @@ def test_a_sparsifier_keeps_the_residual_without_a_dense_copy(make, scratch):
         torch.testing.assert_close(components.feedback.state_dict()["w"], residual)
         assert scratch or torch.equal(grad, kept)
         assert all(torch.equal(snapshot[name], r) for name, r in before.items())
+
+
+def test_exchange_hands_the_compressed_bucket_to_the_family_and_returns_its_future():
+    """The engine's contract (``engine/exchange.py``): the family's ``send`` gets the payload
+    and context compress_with_feedback makes of the bucket (top-k of the compensated gradient,
+    the rest kept as the residual), and the future gives what ``send``'s function returns;
+    ``combined`` turns a received payload into the bucket's sum."""
+    components = SyncComponents(
+        compressor=TopKCompressor(density=0.1, exchange="allgather"),
+        feedback=ResidualFeedback(),
+        collective=SoloCollective(),
+        clock=time.perf_counter,
+    )
+    grad = torch.randn(50)
+    bucket = Bucket(3, grad.clone(), GroupInfo("part3", 0))
+    handed: list[tuple[Bucket, tuple[torch.Tensor, ...]]] = []
+
+    def send(got, payload, ctx):
+        handed.append((got, payload))
+        return lambda: [payload]  # one worker's all-gather
+
+    exchanged = components.exchange(bucket, send)
+    assert handed == [(bucket, exchanged.payload)]
+    summed, selected = components.combined(exchanged, exchanged.wait())
+    top = grad.abs().topk(5).indices
+    assert torch.equal(summed[top], grad[top]) and int(selected) == 5
+    assert torch.count_nonzero(summed) == 5
+    residual = components.feedback.state_dict()["part3"]
+    torch.testing.assert_close(residual + summed, grad)

@@ -64,8 +64,8 @@ from gradsync.schedulers.deft.config import (
     DeftSchedulerConfig,
 )
 from gradsync.schedulers.engine.buckets import Buckets, ForwardTimer
-from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.engine import EngineParts, ExchangeEngine
+from gradsync.schedulers.engine.exchange import Bucket, Exchanged, Received
 from gradsync.schedulers.engine.hooks import ModelHooks, hook_model
 from gradsync.schedulers.engine.profiling import median_seconds
 from gradsync.schedulers.engine.queued_collective import QueuedCollective
@@ -126,18 +126,6 @@ class _Gradient:
 
 
 @dataclass
-class _Send:
-    """A bucket's all-reduce, issued by the communication thread."""
-
-    finish: Callable[[], Payload]
-    """Waits for the all-reduce to complete; its sum."""
-    flat: Tensor
-    """The bucket of the gradient the sum is written to."""
-    ctx: Any
-    """The compression context."""
-
-
-@dataclass
 class _Profile:
     """Per-tensor sums over the profiled steps, and the Preserver's samples."""
 
@@ -191,7 +179,7 @@ class DeftSync(ExchangeEngine):
         self.times: BucketProfile | None = None
         self._metrics: dict[str, float] = {}
         self._plan_now: Step | None = None
-        self._in_flight: list[_Send] = []
+        self._in_flight: list[Exchanged[Received]] = []
         """Sends of a gradient not applied in the step that launched them."""
         self._updates = 0
         """Updates applied so far."""
@@ -288,7 +276,7 @@ class DeftSync(ExchangeEngine):
     def begin(self, *, step: int, epoch: int = 0) -> None:
         super().begin(step=step, epoch=epoch)
         self._plan_now = self._queues.step()
-        self._launched_sends: dict[int, _Send] = {}
+        self._launched_sends: dict[int, Exchanged[Received]] = {}
         self._waiting = [self.buckets.numel(b) for b in range(len(self.buckets))]
         self._new_sends = set(self._plan_now.backward_sends_new)
         self._backward_sent = False
@@ -346,10 +334,17 @@ class DeftSync(ExchangeEngine):
                 self._local[self.buckets.slice(bucket)] = flat
             # A bucket is an element range of the flat gradient, compressed as one tensor.
             info = GroupInfo(name=bucket_name(bucket), step=self._step, epoch=self._epoch)
-            payload, ctx = self.compress_with_feedback(flat, group=info)
             slow = tag == CURRENT and bucket in self._plan_now.slow
-            finish = self._links[1 if slow else 0].issue_all_reduce(payload)
-            self._launched_sends[2 * bucket + tag] = _Send(finish, flat, ctx)
+            send = partial(self._issue, self._links[1 if slow else 0])
+            self._launched_sends[2 * bucket + tag] = self.exchange(Bucket(bucket, flat, info), send)
+
+    @staticmethod
+    def _issue(
+        link: QueuedCollective, bucket: Bucket, payload: Payload, ctx: Any
+    ) -> Callable[[], Received]:
+        """DeFT's ``Send``: the bucket's all-reduce on the link its plan gives it; the bucket
+        of the gradient is where the sum is written."""
+        return link.issue_all_reduce(payload)
 
     def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
         assert self._optimizer is not None and self._plan_now is not None, "attach(), begin()"
@@ -407,11 +402,12 @@ class DeftSync(ExchangeEngine):
         self._in_flight = []
         return numel, selected
 
-    def _combine_into(self, send: _Send) -> tuple[int, int | Tensor]:
+    def _combine_into(self, send: Exchanged[Received]) -> tuple[int, int | Tensor]:
         """Wait for ``send`` to complete and write its sum over its bucket."""
-        summed, selected = combine(self.compressor, send.finish(), send.ctx, like=send.flat)
-        send.flat.copy_(summed)
-        return send.flat.numel(), send.flat.numel() if selected is None else selected
+        summed, selected = self.combined(send, send.wait())
+        flat = send.bucket.gradient
+        flat.copy_(summed)
+        return flat.numel(), flat.numel() if selected is None else selected
 
     def flush(self) -> None:
         self._settle()

@@ -13,7 +13,9 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread
+from gradsync.schedulers.engine.exchange import Bucket, Exchanged, R, Received, Send
 from gradsync.schedulers.engine.loss_scale import LossScale
 from gradsync.schedulers.engine.queued_collective import QueuedCollective
 from gradsync.schedulers.engine.step_timer import StepTimer
@@ -71,6 +73,30 @@ class SyncComponents:
             self._comm.close()
             self._comm, self._queued = None, None
             self.compressor.bind(self.collective)
+
+    def exchange(self, bucket: Bucket, send: Send[R], *, scratch: bool = False) -> Exchanged[R]:
+        """The one way a bucket leaves a worker, whatever the family (``exchange.py``): its
+        gradient compensated and compressed (``compress_with_feedback``), the payload handed to
+        the family's ``send``, and the bucket's future returned."""
+        payload, ctx = self.compress_with_feedback(
+            bucket.gradient, group=bucket.info, scratch=scratch
+        )
+        return Exchanged(bucket, payload, ctx, send(bucket, payload, ctx))
+
+    def combined(
+        self,
+        exchanged: Exchanged[Received],
+        received: Received,
+        *,
+        out: Tensor | None = None,
+        scratch: Tensor | None = None,
+    ) -> tuple[Tensor, int | Tensor | None]:
+        """What came back for ``exchanged`` as the bucket's sum over workers, and how many
+        elements' values travelled (``combine``)."""
+        like = exchanged.bucket.gradient
+        return combine(
+            self.compressor, received, exchanged.ctx, like=like, out=out, scratch=scratch
+        )
 
     def compress_with_feedback(
         self, flat: Tensor, *, group: GroupInfo, scratch: bool = False

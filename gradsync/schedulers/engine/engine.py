@@ -17,7 +17,6 @@ measures the job) also time with the synchronizing ``clock``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypedDict
@@ -30,9 +29,9 @@ from typing_extensions import NotRequired, Unpack
 from gradsync.algorithms.merge_plans import Plan, check_plan, groups_of
 from gradsync.durations import Duration
 from gradsync.schedulers.engine.buckets import Buckets
-from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
 from gradsync.schedulers.engine.components import SyncComponents, copy_gradients
+from gradsync.schedulers.engine.exchange import Bucket, Exchanged, Received
 from gradsync.schedulers.engine.group_buffers import GroupBuffers
 from gradsync.schedulers.engine.group_info import GroupLayout
 from gradsync.schedulers.engine.loss_scale import LossScale
@@ -58,15 +57,6 @@ Finish = Callable[[], Payload]
 host)."""
 
 
-@dataclass
-class _Launched:
-    exchange: Job[Finish | list[Payload]]
-    """A started all-reduce, or the gathered payloads (the job's result, so that waiting for it
-    marks them as used by the waiting stream)."""
-    ctx: Any
-    flat: Tensor
-
-
 class ExchangeEngine(SyncComponents):
     def __init__(self, **parts: Unpack[EngineParts]) -> None:
         super().__init__(**parts)  # binds the compressor until attach() queues its calls
@@ -78,7 +68,7 @@ class ExchangeEngine(SyncComponents):
         self._groups: list[range] = []
         self._group_of: list[int] = []
         self._layouts: list[GroupLayout] = []
-        self._launched: dict[int, _Launched] = {}
+        self._launched: dict[int, Exchanged[Received]] = {}
         self._buffers = GroupBuffers()
         self._step, self._epoch = 0, 0
         self.profiling = False
@@ -163,15 +153,19 @@ class ExchangeEngine(SyncComponents):
         copy_gradients(layout.params, self._buffers.views(flat, layout.sizes, layout.shapes))
         info = GroupInfo(layout.name, self._step, self._epoch, layout.parts, len(self._params))
         # flat is this step's copy, kept only for its shape (combine's like=).
-        payload, ctx = self.compress_with_feedback(flat, group=info, scratch=True)
-        exchange = self._comm.submit(partial(self._start_exchange, payload), inputs=payload)
-        self._launched[group] = _Launched(exchange, ctx, flat)
+        self._launched[group] = self.exchange(Bucket(group, flat, info), self._submit, scratch=True)
         end = self._timer.mark()
         self._timer.add("compress", start, end)
         if in_backward:
             self._timer.add("in_backward", start, end)
         if self.profiling:
             self.selections.append((flat.numel(), self.clock() - profiled))
+
+    def _submit(self, bucket: Bucket, payload: Payload, ctx: Any) -> Callable[[], Received]:
+        """This engine's ``Send``: the exchange goes to the communication thread at once."""
+        assert self._comm is not None, "attach() before training"
+        job = self._comm.submit(partial(self._start_exchange, payload), inputs=payload)
+        return partial(_received, job)
 
     def _start_exchange(self, payload: Payload) -> Finish | list[Payload]:
         """On the communication thread: start summing the payloads, or gather every worker's.
@@ -215,35 +209,32 @@ class ExchangeEngine(SyncComponents):
         self._launched = {}
         return self._stats(numel, selected)
 
-    def _wait_all(self) -> dict[int, Payload | list[Payload]]:
+    def _wait_all(self) -> dict[int, Received]:
         """Every exchange's result; the first failure is raised once all have settled. Waited
         for from the last started: exchanges finish about in the order they started, so the
         earlier ones are done by then and the thread sleeps once rather than once per group."""
-        results: dict[int, Any] = {}
+        results: dict[int, Received] = {}
         error: BaseException | None = None
         for group, launched in reversed(self._launched.items()):
             try:
-                got = launched.exchange.wait()
-                results[group] = got() if callable(got) else got
+                results[group] = launched.wait()
             except BaseException as exc:
                 error = error or exc
         if error is not None:
             raise error
         return results
 
-    def _write_back(self, received: dict[int, Payload | list[Payload]]) -> tuple[int, int | Tensor]:
+    def _write_back(self, received: dict[int, Received]) -> tuple[int, int | Tensor]:
         """Average every group into its tensors' ``.grad``; (elements, elements sent)."""
         numel = 0
         selected_count: int | Tensor = 0
         sums = []
         for group, layout in enumerate(self._layouts):
             launched = self._launched[group]
-            like = launched.flat
-            summed, selected = combine(
-                self.compressor,
+            like = launched.bucket.gradient
+            summed, selected = self.combined(
+                launched,
                 received[group],
-                launched.ctx,
-                like=like,
                 **self._buffers.for_combine(group, like, gathered=not self.compressor.allreducible),
             )
             sums.append(summed)
@@ -269,6 +260,13 @@ class ExchangeEngine(SyncComponents):
             error_norm=self.memory_norm(),
             extra=self.extra_metrics(),
         )
+
+
+def _received(job: Job[Finish | list[Payload]]) -> Received:
+    """What ``job`` gave: the gathered payloads, or the sum of the all-reduce it started (the
+    job's result, so that waiting for it marks them as used by the waiting stream)."""
+    got = job.wait()
+    return got() if callable(got) else got
 
 
 def step_stats(seconds: Mapping[str, Duration], **counts: Any) -> SyncStats:

@@ -54,10 +54,10 @@ from typing_extensions import Unpack
 
 from gradsync.comm.host_sync import host_sync
 from gradsync.schedulers.engine.buckets import Buckets
-from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts, step_stats
+from gradsync.schedulers.engine.exchange import Bucket, Exchanged, Received
 from gradsync.schedulers.engine.hooks import ModelHooks, hook_model
 from gradsync.schedulers.engine.residuals import rebucket_residuals
 from gradsync.schedulers.engine.step_timer import StepTimer
@@ -116,7 +116,9 @@ class _Round:
         self.ready = 0
         """Leading partitions compressed on this rank (read by the communication thread)."""
         self.payloads: list[Payload | None] = [None] * count
-        self.ctxs: list[Any] = [None] * count
+        """What each partition sends (read by the communication thread once it is handed over)."""
+        self.exchanged: list[Exchanged[Received] | None] = [None] * count
+        """Each compressed partition's future (``exchange.py``)."""
         self.handed: list[Job[None] | None] = [None] * count
         """The scheduling job each partition's compression handed over (CUDA: its hand-over
         event is when the partition's payload is complete on the compute stream)."""
@@ -344,18 +346,26 @@ class PrioritySync(SyncComponents):
         # Compressed in index order, so compressors that talk do so in the same order everywhere,
         # and every rank hands the communication thread the same jobs in the same order.
         while r.ready < len(r.missing) and r.missing[r.ready] == 0:
-            bucket = r.ready
-            self._compress(r, bucket, in_backward=in_backward)
-            assert self._comm is not None
-            # Under the lock: a scheduling job counts this partition ready when it runs.
-            with self._cond:
-                payload = r.payloads[bucket]
-                r.handed[bucket] = self._comm.submit(
-                    partial(self._schedule, r, bucket), inputs=payload
-                )
-                r.ready += 1
+            self._compress(r, r.ready, in_backward=in_backward)
+
+    def _hand_over(
+        self, r: _Round, bucket: Bucket, payload: Payload, ctx: Any
+    ) -> Callable[[], Received]:
+        """The priority schedulers' ``Send``: one scheduling job per compressed partition,
+        which starts the all-reduce once every rank has it ready, in priority order and
+        within the credit (``_schedule``); the future is that all-reduce."""
+        assert self._comm is not None
+        # Under the lock: a scheduling job counts this partition ready when it runs.
+        with self._cond:
+            r.payloads[bucket.index] = payload
+            r.handed[bucket.index] = self._comm.submit(
+                partial(self._schedule, r, bucket.index), inputs=payload
+            )
+            r.ready += 1
+        return r.exchanges[bucket.index].wait
 
     def _compress(self, r: _Round, bucket: int, *, in_backward: bool) -> None:
+        """Compress partition ``bucket`` and hand it to the communication thread."""
         start = self._timer.mark()
         layout, name = r.layout, _name(bucket)
         part = r.flat[layout.buckets.slice(bucket)]
@@ -366,9 +376,10 @@ class PrioritySync(SyncComponents):
             parts=layout.parts[bucket],  # the runs of tensors as laid out in the partition
             model_tensors=len(layout.buckets_of),
         )
-        payload, ctx = self.compress_with_feedback(part, group=info)
-        r.payloads[bucket], r.ctxs[bucket] = payload, ctx
-        selected = self.compressor.selected(payload, ctx)
+        exchanged = self.exchange(Bucket(bucket, part, info), partial(self._hand_over, r))
+        r.exchanged[bucket] = exchanged
+        payload = exchanged.payload
+        selected = self.compressor.selected(payload, exchanged.ctx)
         self._selected += part.numel() if selected is None else selected.numel()
         self._payload_bytes += sum(t.numel() * t.element_size() for t in payload)
         end = self._timer.mark()
@@ -493,13 +504,14 @@ class PrioritySync(SyncComponents):
     def _land(self, r: _Round, bucket: int) -> None:
         """Wait for one partition's all-reduce (CUDA: this stream waits for its completion
         event; CPU: the host waits) and average it in place."""
+        exchanged = r.exchanged[bucket]
+        assert exchanged is not None, "a partition lands only once it was compressed"
         try:
-            received = r.exchanges[bucket].wait()
+            received = exchanged.wait()
         except BaseException as exc:
             raise self._failure(exc) from exc
-        part = r.flat[r.layout.buckets.slice(bucket)]
-        summed, _ = combine(self.compressor, received, r.ctxs[bucket], like=part)
-        part.copy_(summed).div_(self.collective.world_size)
+        summed, _ = self.combined(exchanged, received)
+        exchanged.bucket.gradient.copy_(summed).div_(self.collective.world_size)
         r.landed[bucket] = True
 
     def _check_comm(self) -> None:

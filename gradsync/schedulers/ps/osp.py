@@ -17,6 +17,10 @@ So after every correction the corrected layers equal the server's global paramet
 no unimportant layers (budget 0) this is ``ps_bsp``. ``flush()`` (before evaluation and
 checkpoints) waits for the last ICS and applies it.
 
+RS and ICS are each a bucket of the engine's contract (``engine/exchange.py``), exchanged
+through ``exchange`` with ``compressor=none`` (the server takes dense gradients): RS's future
+gives the important layers' new values and the next GIB, ICS's the global change.
+
 Every send and receive is issued by the scheduler's one communication thread, RS and then ICS
 each step. Order per communicator: the default group carries only RS (one push and one reply a
 step, in step order), the background group only ICS (one a step, started only after the
@@ -45,12 +49,13 @@ from gradsync.compressors.none import NoneCompressor
 from gradsync.schedulers.engine.comm_thread import CommThread
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts
+from gradsync.schedulers.engine.exchange import Bucket, Exchanged
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.ps.config import MAX_UNIMPORTANT, UMAX_FORMULA, OspConfig
 from gradsync.schedulers.ps.groups import background
 from gradsync.schedulers.ps.host import host_empty, to_device, to_host
 from gradsync.schedulers.ps.layout import CLOCKS, PULL, PUSH
-from gradsync.types import Collective, SyncStats
+from gradsync.types import Collective, GroupInfo, Payload, SyncStats
 
 
 @dataclass
@@ -60,8 +65,8 @@ class _Ics:
     layers: list[int]
     local: list[Tensor]
     """The local change each layer got at once (LGP), to be swapped for the global one."""
-    finish: Callable[[], Tensor]
-    """Waits for the push and gives the layers' global change."""
+    exchanged: Exchanged[Tensor]
+    """The push in flight; its future gives the layers' global change (on the host)."""
 
 
 class OspSync(SyncComponents):
@@ -121,10 +126,10 @@ class OspSync(SyncComponents):
         # not read on the host here.
         seen = torch.zeros(1, device=device) if loss is None else loss.detach().reshape(1)
         stamp = [seen.to(dtype), torch.full((1,), compute, device=device, dtype=dtype)]
-        push = torch.cat([*(grads[i].reshape(-1) for i in important), *stamp])
-        size = sum(self._params[i].numel() for i in important)
-        stage = partial(self._routine_stage, push, size)
-        values, following = comm.submit(stage, inputs=push).wait()
+        routine = Bucket(
+            0, _flat(grads, important, like=self._params[0]), GroupInfo("rs", step, epoch)
+        )
+        values, following = self.exchange(routine, partial(self._send_routine, stamp)).wait()
         synced = timer.mark()
         with torch.no_grad():
             for layer, value in zip(
@@ -141,9 +146,10 @@ class OspSync(SyncComponents):
                 self._params[layer].add_(change)
                 local.append(change)
         if unimportant:
-            payload = torch.cat([grads[i].reshape(-1) for i in unimportant])
-            finish = comm.submit(partial(self._start_ics, payload), inputs=payload).wait()
-            self._pending = _Ics(unimportant, local, finish)
+            ics = Bucket(
+                1, _flat(grads, unimportant, like=self._params[0]), GroupInfo("ics", step, epoch)
+            )
+            self._pending = _Ics(unimportant, local, self.exchange(ics, self._send_background))
         self._gib = following
         mark_stepped(self._optimizer)  # the server stepped its own
         model_bytes = sum(p.numel() * p.element_size() for p in self._params)
@@ -172,6 +178,25 @@ class OspSync(SyncComponents):
                 "time/ics_wait": seconds["ics_wait"],
             },
         )
+
+    def _send_routine(
+        self, stamp: list[Tensor], bucket: Bucket, payload: Payload, ctx: Any
+    ) -> Callable[[], tuple[Tensor, list[bool]]]:
+        """RS's ``Send``: the important layers' gradients (the payload of compressor=none),
+        with the server's stamp after them, pushed by the communication thread."""
+        assert self._comm is not None, "attach() first"
+        (gradient,) = payload
+        push = torch.cat([gradient, *stamp])
+        stage = partial(self._routine_stage, push, gradient.numel())
+        return self._comm.submit(stage, inputs=push).wait
+
+    def _send_background(self, bucket: Bucket, payload: Payload, ctx: Any) -> Callable[[], Tensor]:
+        """ICS's ``Send``: the push and its reply started by the communication thread (waited
+        for until they are issued, so this step counts the push's bytes), not completed; the
+        future waits for both."""
+        assert self._comm is not None, "attach() first"
+        (gradient,) = payload
+        return self._comm.submit(partial(self._start_ics, gradient), inputs=gradient).wait()
 
     def _routine_stage(self, push: Tensor, size: int) -> tuple[Tensor, list[bool]]:
         """On the communication thread: RS's push, then the server's reply (once it has every
@@ -204,7 +229,7 @@ class OspSync(SyncComponents):
         if ics is None:
             return
         try:
-            result = ics.finish()
+            result = ics.exchanged.wait()
         except Exception as exc:
             raise RuntimeError(
                 f"scheduler=osp: the background synchronization failed: {exc}"
@@ -225,3 +250,10 @@ class OspSync(SyncComponents):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         return None
+
+
+def _flat(grads: list[Tensor], layers: list[int], *, like: Tensor) -> Tensor:
+    """The gradients of ``layers``, flat in layer order (empty when there are none)."""
+    if not layers:
+        return like.new_empty(0)
+    return torch.cat([grads[i].reshape(-1) for i in layers])

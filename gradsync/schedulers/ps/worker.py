@@ -4,14 +4,19 @@ parameters the servers send back, which replace its own; it never steps an optim
 What the servers do with the gradients (average a step's, or apply each as it arrives, with or
 without a staleness bound) is in ``server.py`` beside this; this side is the same for all.
 
+Each shard is a bucket of the engine's contract (``engine/exchange.py``): compressed with error
+feedback by ``exchange``, pushed by this side's ``Send``, and its future gives the server's new
+values of the shard. A server replies only once it has the pushes it waits for, so the replies
+are received after the step's last push, in server order, one operation at a time.
+
 On a GPU the gradient is compressed (with error feedback) on the device; only the pushed
-payloads go to the host, and only the pulled parameters come back to the device
-(``host.py``), on the communication thread's stream.
+payloads go to the host (on the communication thread's stream), and only the pulled parameters
+come back to the device (``host.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -21,9 +26,10 @@ from torch.optim import Optimizer
 from typing_extensions import Unpack
 
 from gradsync.schedulers.engine.buckets import Buckets
-from gradsync.schedulers.engine.comm_thread import CommThread
+from gradsync.schedulers.engine.comm_thread import CommThread, Job
 from gradsync.schedulers.engine.components import SyncComponents, flat_gradient, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts
+from gradsync.schedulers.engine.exchange import Bucket, Exchanged
 from gradsync.schedulers.engine.group_info import bucket_parts
 from gradsync.schedulers.engine.queued_collective import AGREE
 from gradsync.schedulers.engine.step_timer import StepTimer
@@ -53,6 +59,10 @@ class PsSync(SyncComponents):
         self._timer: StepTimer | None = None
         self._servers: Collective = self.collective
         """After ``attach``: every rank of the job, for the pushes and pulls."""
+        self._pushes: list[Job[None]] = []
+        self._replies: Job[tuple[list[float], list[Tensor]]] | None = None
+        """This step's pushes, and (once the first shard's reply is waited for) the job that
+        receives every server's reply."""
 
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
         self._params = [p for p in model.parameters() if p.requires_grad]
@@ -70,27 +80,22 @@ class PsSync(SyncComponents):
         return None  # everything happens after backward
 
     def step(self, *, step: int, epoch: int = 0, loss: Tensor | None = None) -> SyncStats:
-        shards, comm, timer = self._shards, self._comm, self._timer
-        assert shards is not None and comm is not None and timer is not None, "attach() first"
+        shards, timer = self._shards, self._timer
+        assert shards is not None and timer is not None, "attach() first"
         assert self._optimizer is not None
         flat = flat_gradient(self._params)
         start = timer.mark()
-        payloads = [
-            self.compress_with_feedback(
-                flat[shards.slice(s)],
-                group=GroupInfo(
-                    name=f"shard{s}",
-                    step=step,
-                    epoch=epoch,
-                    parts=self._parts[s],
-                    model_tensors=len(self._params),
-                ),
+        self._pushes, self._replies = [], None
+        exchanged = [
+            self.exchange(
+                Bucket(s, flat[shards.slice(s)], self._shard_info(s, step, epoch)), self._push
             )
             for s in range(shards.servers)
         ]
         compressed = timer.mark()
-        pull = partial(self._push_pull, payloads, flat.dtype, flat.device)
-        new, (slowest, fastest, applied) = comm.submit(pull, inputs=payloads).wait()
+        new = torch.cat([shard.wait() for shard in exchanged])
+        assert self._replies is not None
+        (slowest, fastest, applied), _ = self._replies.wait()
         communicated = timer.mark()
         offset = 0
         with torch.no_grad():
@@ -109,7 +114,7 @@ class PsSync(SyncComponents):
             bytes_wire=pushed.wire + agreed.wire,
             bytes_dense=flat.numel() * flat.element_size(),
             density_setup=self.compressor.density_at(epoch),
-            density_actual=_density(self.compressor, payloads, flat.numel()),
+            density_actual=_density(self.compressor, exchanged, flat.numel()),
             error_norm=self.memory_norm(),
             # A compressor waiting for the workers to agree (AGREE) is communicating.
             time_compress=seconds["compress"] - seconds[AGREE],
@@ -124,27 +129,54 @@ class PsSync(SyncComponents):
             },
         )
 
-    def _push_pull(
-        self, payloads: list[tuple[Payload, Any]], dtype: torch.dtype, device: torch.device
-    ) -> tuple[Tensor, tuple[float, float, float]]:
-        """On the communication thread: every shard pushed to its server, then the parameters
-        each sends back, in server order, one operation at a time (a server replies only once
-        it has the pushes it waits for). The new flat parameters, on ``device``, and the
-        slowest and fastest worker's clock and the staleness this worker's gradient was applied
-        with (read on the host, where the replies land)."""
+    def _shard_info(self, shard: int, step: int, epoch: int) -> GroupInfo:
+        return GroupInfo(
+            name=f"shard{shard}",
+            step=step,
+            epoch=epoch,
+            parts=self._parts[shard],
+            model_tensors=len(self._params),
+        )
+
+    def _push(self, bucket: Bucket, payload: Payload, ctx: Any) -> Callable[[], Tensor]:
+        """The parameter servers' ``Send``: the shard pushed to its server by the
+        communication thread; the future gives the shard's new values, on its device."""
+        assert self._comm is not None and self._shards is not None, "attach() first"
+        dst = self._shards.rank(bucket.index)
+        push = partial(send_payload, self._servers, payload, ctx, dst=dst)
+        self._pushes.append(self._comm.submit(push, inputs=payload))
+        return partial(self._reply, bucket.index, bucket.gradient)
+
+    def _reply(self, shard: int, like: Tensor) -> Tensor:
+        """Shard ``shard``'s reply. The first one waited for in a step hands the communication
+        thread the receiving of every reply, once every push has gone (a failed push is
+        raised here, not waited for as a reply that never comes)."""
+        if self._replies is None:
+            assert self._comm is not None
+            for pushed in self._pushes:
+                pushed.wait()
+            receive = partial(self._receive_replies, like.dtype, like.device)
+            self._replies = self._comm.submit(receive)
+        _, values = self._replies.wait()
+        return values[shard]
+
+    def _receive_replies(
+        self, dtype: torch.dtype, device: torch.device
+    ) -> tuple[list[float], list[Tensor]]:
+        """On the communication thread: every server's reply, in server order. The stamps
+        that end each (``layout.STAMPS``: the slowest and the fastest worker's clock, and the
+        staleness this worker's gradient was applied with), read from the first on the host
+        where it landed, and each shard's new values on ``device``."""
         shards = self._shards
         assert shards is not None
-        for s, (payload, ctx) in enumerate(payloads):
-            send_payload(self._servers, payload, ctx, dst=shards.rank(s))
-        pulled = []
+        replies = []
         for s in range(shards.servers):
             size = shards.bounds[s + 1] - shards.bounds[s] + STAMPS
             reply = host_empty(size, dtype)
             self._servers.recv((reply,), src=shards.rank(s), tag=PULL)
-            pulled.append(reply)
-        slowest, fastest, applied = pulled[0][-STAMPS:].tolist()
-        new = to_device(torch.cat([p[:-STAMPS] for p in pulled]), device)
-        return new, (slowest, fastest, applied)
+            replies.append(reply)
+        stamps = replies[0][-STAMPS:].tolist()
+        return stamps, [to_device(reply[:-STAMPS], device) for reply in replies]
 
     def state_dict(self) -> dict[str, Any]:
         return self.components_state()
@@ -160,9 +192,9 @@ class StalePsSync(PsSync):
     workers_in_lockstep = False
 
 
-def _density(compressor: Compressor, payloads: list[tuple[Payload, Any]], numel: int) -> float:
+def _density(compressor: Compressor, pushed: list[Exchanged[Tensor]], numel: int) -> float:
     """Elements whose values this worker pushed, over all elements."""
-    selected = [compressor.selected(payload, ctx) for payload, ctx in payloads]
+    selected = [compressor.selected(shard.payload, shard.ctx) for shard in pushed]
     if any(s is None for s in selected):
         return 1.0
     return sum(s.numel() for s in selected if s is not None) / numel
