@@ -1,7 +1,8 @@
 """The contract every registered scheduler keeps, checked over the registry (a new entry is
 covered with no edit here): built from its composed config as a worker builds it, it runs
-two steps on real gloo ranks (with its parameter servers when it has them), every step's
-buckets leave through the engine's one contract (``SyncComponents.exchange``), and where its
+two steps on real gloo ranks (with its parameter servers when it has them), every element of
+every step's gradient leaves through the engine's one contract (``SyncComponents.exchange``),
+once, and where its
 entry says it trains as ``scheduler=allreduce`` does with ``compressor=none``, its parameters
 equal the flat all-reduce's."""
 
@@ -68,18 +69,18 @@ class Trained:
     params: dict[str, list[torch.Tensor]] = field(default_factory=dict)
     """Each config's parameters after its steps."""
     exchanges: dict[str, list[int]] = field(default_factory=dict)
-    """Each config's buckets handed to ``SyncComponents.exchange``, per step."""
+    """Each config's elements handed to ``SyncComponents.exchange`` in buckets, per step."""
 
 
 def _count_exchanges() -> list[int]:
-    """Counts every call of the engine's ``exchange`` in this process from now on (the real
-    method runs); the returned one-element list holds the count."""
+    """Counts the elements of every bucket given to the engine's ``exchange`` in this process
+    from now on (the real method runs); the returned one-element list holds the count."""
     count = [0]
     exchange = SyncComponents.exchange
 
-    def counted(self, *args, **kwargs):
-        count[0] += 1
-        return exchange(self, *args, **kwargs)
+    def counted(self, bucket, *args, **kwargs):
+        count[0] += bucket.gradient.numel()
+        return exchange(self, bucket, *args, **kwargs)
 
     SyncComponents.exchange = counted  # type: ignore[method-assign]
     return count
@@ -126,12 +127,13 @@ def _check(
     every step through the engine's contract, and those ``equals_reference`` picks ended where
     the reference did."""
     initial = [p.detach() for p in _model().parameters()]
+    numel = sum(p.numel() for p in initial)
     for rank, result in enumerate(results[:WORKERS]):
         trained = result.params
         assert list(trained) == [reference, *names]
         for name in [reference, *names]:
-            exchanges = result.exchanges[name]
-            assert all(n >= 1 for n in exchanges), f"{name} on rank {rank}: {exchanges}"
+            exchanged = result.exchanges[name]
+            assert exchanged == [numel] * STEPS, f"{name} on rank {rank}: {exchanged} elements"
         for name in names:
             moved = any(not torch.equal(a, b) for a, b in zip(trained[name], initial, strict=True))
             assert moved, f"{name} did not train on rank {rank}"

@@ -49,7 +49,7 @@ from gradsync.compressors.none import NoneCompressor
 from gradsync.schedulers.engine.comm_thread import CommThread
 from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts
-from gradsync.schedulers.engine.exchange import Bucket, Exchanged
+from gradsync.schedulers.engine.exchange import Bucket
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.schedulers.ps.config import MAX_UNIMPORTANT, UMAX_FORMULA, OspConfig
 from gradsync.schedulers.ps.groups import background
@@ -65,8 +65,9 @@ class _Ics:
     layers: list[int]
     local: list[Tensor]
     """The local change each layer got at once (LGP), to be swapped for the global one."""
-    exchanged: Exchanged[Tensor]
-    """The push in flight; its future gives the layers' global change (on the host)."""
+    finish: Callable[[], Tensor]
+    """The push's future (only the waiting, not the gradient pushed, kept until the next
+    step): it gives the layers' global change, on the host."""
 
 
 class OspSync(SyncComponents):
@@ -149,7 +150,8 @@ class OspSync(SyncComponents):
             ics = Bucket(
                 1, _flat(grads, unimportant, like=self._params[0]), GroupInfo("ics", step, epoch)
             )
-            self._pending = _Ics(unimportant, local, self.exchange(ics, self._send_background))
+            pushed = self.exchange(ics, self._send_background)
+            self._pending = _Ics(unimportant, local, pushed.finish)
         self._gib = following
         mark_stepped(self._optimizer)  # the server stepped its own
         model_bytes = sum(p.numel() * p.element_size() for p in self._params)
@@ -229,7 +231,7 @@ class OspSync(SyncComponents):
         if ics is None:
             return
         try:
-            result = ics.exchanged.wait()
+            result = ics.finish()
         except Exception as exc:
             raise RuntimeError(
                 f"scheduler=osp: the background synchronization failed: {exc}"

@@ -5,9 +5,10 @@ What the servers do with the gradients (average a step's, or apply each as it ar
 without a staleness bound) is in ``server.py`` beside this; this side is the same for all.
 
 Each shard is a bucket of the engine's contract (``engine/exchange.py``): compressed with error
-feedback by ``exchange``, pushed by this side's ``Send``, and its future gives the server's new
-values of the shard. A server replies only once it has the pushes it waits for, so the replies
-are received after the step's last push, in server order, one operation at a time.
+feedback by ``exchange`` and handed to this side's ``Send``; its future gives the server's new
+values of the shard. Once every shard is compressed, one job of the communication thread
+pushes them all and then receives every reply, in server order, one operation at a time (a
+server replies only once it has the pushes it waits for).
 
 On a GPU the gradient is compressed (with error feedback) on the device; only the pushed
 payloads go to the host (on the communication thread's stream), and only the pulled parameters
@@ -17,6 +18,7 @@ come back to the device (``host.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -59,10 +61,6 @@ class PsSync(SyncComponents):
         self._timer: StepTimer | None = None
         self._servers: Collective = self.collective
         """After ``attach``: every rank of the job, for the pushes and pulls."""
-        self._pushes: list[Job[None]] = []
-        self._replies: Job[tuple[list[float], list[Tensor]]] | None = None
-        """This step's pushes, and (once the first shard's reply is waited for) the job that
-        receives every server's reply."""
 
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
         self._params = [p for p in model.parameters() if p.requires_grad]
@@ -85,17 +83,17 @@ class PsSync(SyncComponents):
         assert self._optimizer is not None
         flat = flat_gradient(self._params)
         start = timer.mark()
-        self._pushes, self._replies = [], None
+        push_pull = _PushPull(self)
         exchanged = [
             self.exchange(
-                Bucket(s, flat[shards.slice(s)], self._shard_info(s, step, epoch)), self._push
+                Bucket(s, flat[shards.slice(s)], self._shard_info(s, step, epoch)), push_pull.send
             )
             for s in range(shards.servers)
         ]
         compressed = timer.mark()
-        new = torch.cat([shard.wait() for shard in exchanged])
-        assert self._replies is not None
-        (slowest, fastest, applied), _ = self._replies.wait()
+        values = [shard.wait() for shard in exchanged]  # each server's new values of its shard
+        new = values[0] if len(values) == 1 else torch.cat(values)
+        (slowest, fastest, applied), _ = push_pull.received(flat)
         communicated = timer.mark()
         offset = 0
         with torch.no_grad():
@@ -138,51 +136,65 @@ class PsSync(SyncComponents):
             model_tensors=len(self._params),
         )
 
-    def _push(self, bucket: Bucket, payload: Payload, ctx: Any) -> Callable[[], Tensor]:
-        """The parameter servers' ``Send``: the shard pushed to its server by the
-        communication thread; the future gives the shard's new values, on its device."""
-        assert self._comm is not None and self._shards is not None, "attach() first"
-        dst = self._shards.rank(bucket.index)
-        push = partial(send_payload, self._servers, payload, ctx, dst=dst)
-        self._pushes.append(self._comm.submit(push, inputs=payload))
-        return partial(self._reply, bucket.index, bucket.gradient)
-
-    def _reply(self, shard: int, like: Tensor) -> Tensor:
-        """Shard ``shard``'s reply. The first one waited for in a step hands the communication
-        thread the receiving of every reply, once every push has gone (a failed push is
-        raised here, not waited for as a reply that never comes)."""
-        if self._replies is None:
-            assert self._comm is not None
-            for pushed in self._pushes:
-                pushed.wait()
-            receive = partial(self._receive_replies, like.dtype, like.device)
-            self._replies = self._comm.submit(receive)
-        _, values = self._replies.wait()
-        return values[shard]
-
-    def _receive_replies(
-        self, dtype: torch.dtype, device: torch.device
+    def _push_pull(
+        self, pushes: list[tuple[Payload, Any]], dtype: torch.dtype, device: torch.device
     ) -> tuple[list[float], list[Tensor]]:
-        """On the communication thread: every server's reply, in server order. The stamps
-        that end each (``layout.STAMPS``: the slowest and the fastest worker's clock, and the
-        staleness this worker's gradient was applied with), read from the first on the host
-        where it landed, and each shard's new values on ``device``."""
+        """On the communication thread: every shard pushed to its server, then the parameters
+        each sends back, in server order, one operation at a time (a server replies only once
+        it has the pushes it waits for). The stamps that end each reply (``layout.STAMPS``:
+        the slowest and the fastest worker's clock, and the staleness this worker's gradient
+        was applied with), read from the first on the host where it landed; each shard's new
+        values on ``device``."""
         shards = self._shards
         assert shards is not None
-        replies = []
+        for s, (payload, ctx) in enumerate(pushes):
+            send_payload(self._servers, payload, ctx, dst=shards.rank(s))
+        pulled = []
         for s in range(shards.servers):
             size = shards.bounds[s + 1] - shards.bounds[s] + STAMPS
             reply = host_empty(size, dtype)
             self._servers.recv((reply,), src=shards.rank(s), tag=PULL)
-            replies.append(reply)
-        stamps = replies[0][-STAMPS:].tolist()
-        return stamps, [to_device(reply[:-STAMPS], device) for reply in replies]
+            pulled.append(reply)
+        stamps = pulled[0][-STAMPS:].tolist()
+        new = to_device(torch.cat([p[:-STAMPS] for p in pulled]), device)
+        return stamps, list(
+            new.split([shards.bounds[s + 1] - shards.bounds[s] for s in range(shards.servers)])
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return self.components_state()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.load_components_state(state)
+
+
+@dataclass
+class _PushPull:
+    """One step's exchange with the servers, the shards its ``send`` (the parameter servers'
+    ``Send``) was given: pushed and answered by one job of the communication thread, handed
+    over when the first shard's future is waited for, once every shard is compressed."""
+
+    worker: PsSync
+    pushes: list[tuple[Payload, Any]] = field(default_factory=list)
+    job: Job[tuple[list[float], list[Tensor]]] | None = None
+
+    def send(self, bucket: Bucket, payload: Payload, ctx: Any) -> Callable[[], Tensor]:
+        self.pushes.append((payload, ctx))
+        return partial(self.reply, bucket.index, bucket.gradient)
+
+    def reply(self, shard: int, like: Tensor) -> Tensor:
+        """The server's new values of ``shard``, on ``like``'s device."""
+        return self.received(like)[1][shard]
+
+    def received(self, like: Tensor) -> tuple[list[float], list[Tensor]]:
+        """The stamps and every shard's new values (``PsSync._push_pull``)."""
+        if self.job is None:
+            comm = self.worker._comm
+            assert comm is not None, "attach() first"
+            pushes = self.pushes
+            work = partial(self.worker._push_pull, pushes, like.dtype, like.device)
+            self.job = comm.submit(work, inputs=[payload for payload, _ in pushes])
+        return self.job.wait()
 
 
 class StalePsSync(PsSync):
