@@ -2,13 +2,15 @@
 
 Per worker, per step, on the flat group ``g`` (elementwise):
 
-1. local gradient clipping (§3.3): g ← g·min(1, c/‖g‖₂) with c = clip_norm·N^(-1/2) for N
-   workers, before g joins the accumulation. The paper rescales "the sum of the L2-norms"
-   (Pascanu et al.), i.e. by one norm over every tensor, not per layer: so is this, over the
-   group (the whole model under ``scheduler=allreduce``).
+1. local gradient clipping (§3.3): g ← g·min(1, c/‖G‖₂) with c = clip_norm·N^(-1/2) for N
+   workers, before g joins the accumulation, where G is the worker's whole gradient: one norm
+   over every tensor, whatever the groups (``whole_clip.py``).
 2. momentum correction (§3.2): u ← m·u + g;  v ← v + u.
-3. the top-k of |v| at this epoch's density (exact top-k; the paper estimates the threshold
-   from a sample of v), exchanged as ``compressor.exchange`` says; the values sent are v's.
+3. selection (Algorithm 1): in every tensor j of the group, the top k_j = max(1,
+   int(density·n_j)) of |v_j| at this epoch's density (``selection=per_tensor``, the paper's
+   per-layer threshold; exact top-k, where the paper estimates the threshold from a sample),
+   or the top-k of the whole group (``selection=group``); exchanged as ``compressor.exchange``
+   says; the values sent are v's.
 4. momentum factor masking (§3.3): u and v are zeroed wherever v was sent.
 
 The optimizer then applies the workers' averaged sparse v with momentum 0: DGC's momentum
@@ -29,20 +31,12 @@ from typing_extensions import Unpack
 
 from gradsync.compressors.exchange import ExchangedSparsifier
 from gradsync.compressors.options.sparsifiers import DGCConfig
-from gradsync.compressors.selection import topk_indices
+from gradsync.compressors.selection import per_tensor_topk_indices, topk_indices
 from gradsync.compressors.sparse import density_k
 from gradsync.compressors.warmup import WarmupArgs
+from gradsync.compressors.whole_clip import WholeGradientClip
 from gradsync.feedback.residual import memory_norm
 from gradsync.types import GroupInfo, Payload, TensorPart
-
-CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s guard against a zero norm
-
-
-def clip_coefficient(grad: Tensor, max_norm: float) -> Tensor:
-    """min(1, max_norm / ‖grad‖₂) as a 0-d tensor (no host sync)."""
-    norm = torch.linalg.vector_norm(grad)
-    coefficient: Tensor = (max_norm / (norm + CLIP_EPS)).clamp(max=1.0)
-    return coefficient
 
 
 def accumulate(u: Tensor, v: Tensor, grad: Tensor, momentum: float, scale: Tensor | None) -> None:
@@ -84,11 +78,14 @@ class DGCCompressor(ExchangedSparsifier):
         momentum: float = 0.9,
         clip_norm: float | None = None,
         exchange: str = DGCConfig.exchange,
+        selection: str = DGCConfig.selection,
         **warmup: Unpack[WarmupArgs],
     ) -> None:
         super().__init__(density=density, exchange=exchange, **warmup)
         self.momentum = momentum
         self.clip_norm = clip_norm
+        self.per_tensor = selection == "per_tensor"
+        self._clip = WholeGradientClip()
         self._memory: dict[str, _Memory] = {}
         self._loose: dict[PieceKey, tuple[Tensor, Tensor]] = {}
         """u and v of tensors whose group changed (a scheduler re-planned its groups), until
@@ -100,10 +97,10 @@ class DGCCompressor(ExchangedSparsifier):
         scale = None
         if self.clip_norm is not None:
             # The paper's N^(-1/2): this worker's share of a global threshold.
-            scale = clip_coefficient(flat, self.clip_norm / math.sqrt(self.collective.world_size))
+            max_norm = self.clip_norm / math.sqrt(self.collective.world_size)
+            scale = self._clip.coefficient(flat, group, max_norm)
         accumulate(memory.u, memory.v, flat, self.momentum, scale)
-        k = density_k(self.density_at(group.epoch), flat.numel())
-        indices = topk_indices(memory.v, k)
+        indices = self._select(memory.v, group)
         # The payload holds copies of v's values, so masking below leaves it as sent.
         payload, ctx = self.exchange.pack(
             memory.v, indices, grad.shape, self.collective, same_count=True
@@ -112,6 +109,13 @@ class DGCCompressor(ExchangedSparsifier):
         memory.u[sent] = 0
         memory.v[sent] = 0
         return payload, ctx
+
+    def _select(self, v: Tensor, group: GroupInfo) -> Tensor:
+        density = self.density_at(group.epoch)
+        sizes = group.sizes
+        if self.per_tensor and sizes is not None and len(sizes) > 1:
+            return per_tensor_topk_indices(v, sizes, density)
+        return topk_indices(v, density_k(density, v.numel()))
 
     # ---- memory per group ------------------------------------------------------------------
     def _memory_of(self, group: GroupInfo, flat: Tensor) -> _Memory:

@@ -5,12 +5,17 @@ checked against the paper's equations recomputed here from the workers' gradient
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import torch
+from hydra import compose, initialize_config_module
 
+from gradsync import families
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.dgc import DGCCompressor
+from gradsync.jobs.compose import CONFIG_MODULE
+from gradsync.train.build import build_optimizer, build_sync
 from gradsync.types import GroupInfo
 from tests.helpers.dist import run_world
 
@@ -41,16 +46,22 @@ def _run(rank: int, world_size: int, exchange: str) -> list[dict]:
 
 
 def _reference(rank: int, world_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(v sent, indices) of one worker per step, from the equations of §3.2 and §3.3."""
+    """(v sent, indices) of one worker per step, from the equations of §3.2 and §3.3: the top
+    max(1, int(density·n_j)) of |v| in every tensor j."""
     numel = sum(SIZES)
-    k = int(DENSITY * numel)
+    starts = [sum(SIZES[:j]) for j in range(len(SIZES))]
     u, v, sent = torch.zeros(numel), torch.zeros(numel), []
     for step in range(STEPS):
         g = _gradient(rank, step)
         g = g * min(1.0, CLIP / math.sqrt(world_size) / (float(g.norm()) + 1e-6))
         u = MOMENTUM * u + g
         v = v + u
-        top = torch.topk(v.abs(), k).indices
+        top = torch.cat(
+            [
+                torch.topk(v[start : start + n].abs(), max(1, int(DENSITY * n))).indices + start
+                for start, n in zip(starts, SIZES, strict=True)
+            ]
+        )
         sent.append((v[top].clone(), top))
         u[top], v[top] = 0, 0
     return sent
@@ -67,3 +78,192 @@ def test_each_worker_sends_its_own_velocity_and_all_get_the_average(tmp_path):
             expected[top] += values / 2
         for rank in range(2):
             torch.testing.assert_close(results[rank][step]["out"], expected)
+
+
+# ---- DGC as Algorithm 1 defines it, on the schedulers that group tensors differently ---------
+
+WORKERS, LR, BATCH, TRAIN_STEPS, STEPS_PER_EPOCH = 3, 0.1, 8, 6, 2
+ALGORITHM = {
+    "compressor.density": 0.05,
+    "compressor.warmup_epochs": 2,
+    "compressor.warmup_density": 0.5,
+    "compressor.clip_norm": 0.5,
+    "trainer.momentum": MOMENTUM,
+}
+CASES = [  # (scheduler, exchange): the groups are the whole model, a bucket, a tensor each
+    ("allreduce", "allgather"),
+    ("allreduce", "union"),
+    ("wfbp", "union"),
+    ("lags", "allgather"),
+]
+
+
+def _net() -> torch.nn.Module:
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 5)]
+    return torch.nn.Sequential(*layers).double()
+
+
+def _batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(1000 * step + rank)
+    x = torch.randn(BATCH, 6, generator=gen, dtype=torch.float64)
+    return x, torch.randint(0, 5, (BATCH,), generator=gen)
+
+
+def _grads(params: list[torch.Tensor], step: int, rank: int) -> list[torch.Tensor]:
+    net = _net()
+    with torch.no_grad():
+        for mine, value in zip(net.parameters(), params, strict=True):
+            mine.copy_(value)
+    x, y = _batch(step, rank)
+    torch.nn.functional.cross_entropy(net(x), y).backward()
+    return [p.grad.detach().clone() for p in net.parameters()]
+
+
+def _density(epoch: int) -> float:
+    """DGC's warm-up: warmup_density·(density/warmup_density)^(e/W) for e < W, then density."""
+    density, first = ALGORITHM["compressor.density"], ALGORITHM["compressor.warmup_density"]
+    epochs = ALGORITHM["compressor.warmup_epochs"]
+    return first * (density / first) ** (epoch / epochs) if epoch < epochs else density
+
+
+def _algorithm_1(exchange: str, whole_model_groups: bool) -> list[dict]:
+    """Every step of WORKERS workers, written from the paper: clip each worker's gradient by
+    one norm over all of it (clip_norm·N^(-1/2); where groups go during backward, the previous
+    step's norm, each group's own on the first step: here a group is a tensor), u ← m·u + g,
+    v ← v + u, in every tensor the top max(1, int(density·n_j)) of |v_j|, the workers' sent
+    values summed (allgather: each its own picks; union: every worker's v at the union) and
+    averaged, u and v masked where sent, plain SGD. Per step: the parameters, each worker's
+    sent (tensor, element) pairs, u and v."""
+    params = [p.detach().clone() for p in _net().parameters()]
+    shapes = [p.numel() for p in params]
+    u = [[torch.zeros(n, dtype=torch.float64) for n in shapes] for _ in range(WORKERS)]
+    v = [[torch.zeros(n, dtype=torch.float64) for n in shapes] for _ in range(WORKERS)]
+    previous: list[float | None] = [None] * WORKERS
+    clip = ALGORITHM["compressor.clip_norm"] / math.sqrt(WORKERS)
+    steps = []
+    for step in range(TRAIN_STEPS):
+        density = _density(step // STEPS_PER_EPOCH)
+        picks = []
+        for rank in range(WORKERS):
+            g = [t.reshape(-1) for t in _grads(params, step, rank)]
+            whole = math.sqrt(sum(float(t.square().sum()) for t in g))
+            for j, g_j in enumerate(g):
+                if whole_model_groups:
+                    norm = whole
+                else:
+                    norm = previous[rank] if previous[rank] is not None else float(g_j.norm())
+                scale = min(1.0, clip / (norm + 1e-6))
+                u[rank][j] = MOMENTUM * u[rank][j] + scale * g_j
+                v[rank][j] = v[rank][j] + u[rank][j]
+            previous[rank] = whole
+            picks.append(
+                [
+                    torch.topk(v[rank][j].abs(), max(1, int(density * n))).indices
+                    for j, n in enumerate(shapes)
+                ]
+            )
+        sent = picks
+        if exchange == "union":
+            union = [
+                torch.unique(torch.cat([picks[r][j] for r in range(WORKERS)]))
+                for j in range(len(shapes))
+            ]
+            sent = [union] * WORKERS
+        average = [torch.zeros(n, dtype=torch.float64) for n in shapes]
+        for rank in range(WORKERS):
+            for j, top in enumerate(sent[rank]):
+                average[j][top] += v[rank][j][top] / WORKERS
+                u[rank][j][top], v[rank][j][top] = 0, 0
+        params = [p - LR * a.view_as(p) for p, a in zip(params, average, strict=True)]
+        steps.append(
+            {
+                "params": [p.clone() for p in params],
+                "sent": [
+                    {(j, int(i)) for j, top in enumerate(sent[rank]) for i in top}
+                    for rank in range(WORKERS)
+                ],
+                "u": [[t.clone() for t in u[rank]] for rank in range(WORKERS)],
+                "v": [[t.clone() for t in v[rank]] for rank in range(WORKERS)],
+            }
+        )
+    return steps
+
+
+def _per_tensor(compressor: DGCCompressor, which: str, count: int) -> list[torch.Tensor]:
+    """u or v of every tensor (model order), from the compressor's memory of each group."""
+    tensors: dict[int, list[tuple[int, torch.Tensor]]] = {}
+    for memory in compressor._memory.values():
+        sizes = [part.numel for part in memory.parts]
+        for part, piece in zip(memory.parts, getattr(memory, which).split(sizes), strict=True):
+            tensors.setdefault(part.index, []).append((part.start, piece))
+    return [torch.cat([p for _, p in sorted(tensors[j], key=lambda s: s[0])]) for j in range(count)]
+
+
+def _train_gradsync(rank: int, world_size: int, scheduler: str, exchange: str) -> list[dict]:
+    families.register()
+    overrides = [f"{key}={value}" for key, value in ALGORITHM.items()]
+    overrides += [f"scheduler={scheduler}", "compressor=dgc", f"compressor.exchange={exchange}"]
+    overrides += [f"trainer.workers={WORKERS}", f"trainer.lr={LR}"]
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        cfg = compose(config_name="train", overrides=["compressor=dgc", *overrides])
+    model = _net()
+    optimizer = build_optimizer(cfg, model)
+    sync = build_sync(cfg, collective=TorchCollective(), clock=time.perf_counter)
+    compressor = sync.compressor
+    assert isinstance(compressor, DGCCompressor)
+    sent: set[tuple[int, int]] = set()
+    compress = compressor.compress
+
+    def recorded(grad, *, group):
+        payload, ctx = compress(grad, group=group)
+        starts = [0]
+        for part in group.parts:
+            starts.append(starts[-1] + part.numel)
+        for i in compressor.selected(payload, ctx).tolist():
+            j = next(n for n in range(len(group.parts)) if i < starts[n + 1])
+            sent.add((group.parts[j].index, group.parts[j].start + i - starts[j]))
+        return payload, ctx
+
+    compressor.compress = recorded  # the real compression runs; what it selected is noted
+    sync.attach(model, optimizer)
+    count = len(list(model.parameters()))
+    steps = []
+    for step in range(TRAIN_STEPS):
+        sent.clear()
+        epoch = step // STEPS_PER_EPOCH
+        sync.begin(step=step, epoch=epoch)
+        x, y = _batch(step, rank)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        sync.step(step=step, epoch=epoch)
+        optimizer.zero_grad(set_to_none=True)
+        steps.append(
+            {
+                "params": [p.detach().clone() for p in model.parameters()],
+                "sent": set(sent),
+                "u": _per_tensor(compressor, "u", count),
+                "v": _per_tensor(compressor, "v", count),
+            }
+        )
+    sync.flush()
+    sync.close()
+    return steps
+
+
+@pytest.mark.parametrize(("scheduler", "exchange"), CASES)
+def test_dgc_is_algorithm_1_whatever_the_scheduler_groups(scheduler, exchange, tmp_path):
+    """Per-tensor selection and one clipping norm on every scheduler: the indices each worker
+    sends, the parameters, and u and v equal the hand-written Algorithm 1 at every step, through
+    the warm-up (densities 0.5, 0.5, 0.22, 0.22, then 0.05) with clipping engaged."""
+    got = run_world(_train_gradsync, WORKERS, tmp_path, scheduler, exchange, timeout=240)
+    want = _algorithm_1(exchange, whole_model_groups=scheduler != "lags")
+    for step, expected in enumerate(want):
+        for rank in range(WORKERS):
+            mine = got[rank][step]
+            assert mine["sent"] == expected["sent"][rank], (step, rank)
+            for name in ("params",):
+                for a, b in zip(mine[name], expected[name], strict=True):
+                    torch.testing.assert_close(a.reshape(-1), b.reshape(-1), rtol=0, atol=1e-12)
+            for name in ("u", "v"):
+                for a, b in zip(mine[name], expected[name][rank], strict=True):
+                    torch.testing.assert_close(a, b, rtol=0, atol=1e-12)

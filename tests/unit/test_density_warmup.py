@@ -30,7 +30,9 @@ SPARSIFIERS = {
     "deft": lambda **w: DEFTCompressor(density=0.001, exact_k=True, **w),
     "randomk": lambda **w: RandomKCompressor(density=0.001, seed=3, **w),
     "dgc": lambda **w: DGCCompressor(density=0.001, **w),
+    "dgc-group": lambda **w: DGCCompressor(density=0.001, selection="group", **w),
 }
+PER_TENSOR = {"topk-layer", "dgc"}  # k_l in every tensor; the others take k of the group
 
 
 def _grad(seed: int = 0) -> torch.Tensor:
@@ -67,7 +69,7 @@ def test_a_sparsifier_selects_the_scheduled_k(name):
     n = sum(SIZES)
     for epoch, density in ((0, 0.25), (1, 0.25 * 0.004**0.25), (4, 0.001), (9, 0.001)):
         sent = _sent(compressor, _grad(epoch), epoch=epoch)
-        if name == "topk-layer":  # k_l per tensor
+        if name in PER_TENSOR:
             expected = sum(density_k(density, s) for s in SIZES)
         else:
             expected = density_k(density, n)
@@ -90,7 +92,7 @@ def test_warmup_off_is_bit_for_bit_todays_selection(name):
         grad = _grad(epoch)
         a, b = _sent(plain, grad, epoch=epoch), _sent(off, grad, epoch=epoch)
         assert torch.equal(a, b)
-        assert a.numel() == density_k(0.001, sum(SIZES)) or name == "topk-layer"
+        assert a.numel() == density_k(0.001, sum(SIZES)) or name in PER_TENSOR
 
 
 def test_density_setup_reports_the_schedule_through_the_engine():

@@ -13,6 +13,7 @@ from torch import nn
 
 from gradsync.comm.solo import SoloCollective
 from gradsync.compressors.dgc import DGCCompressor
+from gradsync.compressors.whole_clip import WholeGradientClip
 from gradsync.feedback import auto
 from gradsync.feedback.none import NoneFeedback
 from gradsync.schedulers.allreduce.allreduce import AllreduceSync
@@ -87,8 +88,9 @@ def test_local_clipping_scales_the_gradient_to_clip_norm_over_root_n():
 
 
 def test_clipping_is_one_norm_over_the_whole_group():
-    # Two "layers" of the group: the norm is taken over both (the paper's global norm).
-    dgc = DGCCompressor(density=0.125, momentum=0.0, clip_norm=1.0)
+    # Two "layers" of the group: the norm is taken over both (the paper's global norm); the
+    # group's top-1 is sent.
+    dgc = DGCCompressor(density=0.125, momentum=0.0, clip_norm=1.0, selection="group")
     grad = torch.tensor([3.0, 0, 0, 0, 4, 0, 0, 0])
     payload, _ = dgc.compress(grad, group=GroupInfo.of_sizes("g", 0, [4, 4]))
     assert payload[0].tolist() == pytest.approx([4 / 5])
@@ -196,3 +198,27 @@ def test_memory_follows_the_tensors_when_the_groups_change():
     # Each new group's v is its tensor's, less the one element it sent (k = 1).
     assert state["v/group0"].tolist() == [4, 5, 0, 0]
     assert state["v/group1"].tolist() == [0, 1, 2, 0]
+
+
+def test_clipping_norm_is_the_whole_gradients_whatever_the_groups():
+    """One tensor per group (as lags hands them over): the first step clips each by its own
+    norm (no whole gradient known yet), later steps by the previous step's whole-gradient norm;
+    a group that is the whole model uses its own, the current one. An fp16 step that overflowed
+    does not become the norm."""
+    clip = WholeGradientClip()
+    parts = [TensorPart(0, (2,)), TensorPart(1, (2,))]
+    first, second = torch.tensor([3.0, 4.0]), torch.tensor([0.0, 12.0])
+
+    def group(step: int, j: int) -> GroupInfo:
+        return GroupInfo(f"t{j}", step, parts=(parts[j],), model_tensors=2)
+
+    assert float(clip.coefficient(first, group(0, 0), 1.0)) == pytest.approx(1 / 5, rel=1e-5)
+    assert float(clip.coefficient(second, group(0, 1), 1.0)) == pytest.approx(1 / 12, rel=1e-5)
+    # Step 1: ‖(3, 4, 0, 12)‖ = 13 from step 0, whatever this step's gradients are.
+    for j in (0, 1):
+        assert float(clip.coefficient(first * 0, group(1, j), 1.0)) == pytest.approx(1 / 13)
+    whole = GroupInfo("all", 2, parts=tuple(parts), model_tensors=2)
+    assert float(clip.coefficient(torch.tensor([6.0, 8, 0, 0]), whole, 1.0)) == pytest.approx(0.1)
+    inf = torch.tensor([float("inf"), 0.0])
+    clip.coefficient(inf, group(3, 0), 1.0)  # overflowed: step 3's norm is not kept
+    assert float(clip.coefficient(first, group(4, 0), 1.0)) == pytest.approx(0.1)

@@ -114,11 +114,11 @@ class DEFTConfig(SparsifierConfig):
 @dataclass
 class DGCConfig(_ExchangedConfig):
     """Deep Gradient Compression: local clipping (clip_norm, off by default), momentum
-    correction (u ← m·u + g, v ← v + u), the top-k of |v| sent (allgather), u and v zeroed
-    where sent, and the density warmed up from 0.25 over the first 4 epochs. DGC applies the
-    momentum itself (compressor.momentum, trainer.momentum by default): the optimizer steps
-    without any. It is its own error feedback (feedback=auto keeps no residual;
-    feedback=residual is refused)."""
+    correction (u ← m·u + g, v ← v + u), the top share of |v| in every tensor sent
+    (allgather), u and v zeroed where sent, and the density warmed up from 0.25 over the first
+    4 epochs. DGC applies the momentum itself (compressor.momentum, trainer.momentum by
+    default): the optimizer steps without any. It is its own error feedback (feedback=auto
+    keeps no residual; feedback=residual is refused)."""
 
     _target_: str = "gradsync.compressors.dgc.DGCCompressor"
     applies_momentum: ClassVar[bool] = True
@@ -131,9 +131,13 @@ class DGCConfig(_ExchangedConfig):
     """m of the momentum correction u ← m·u + g, v ← v + u: the job's trainer.momentum by
     default, which DGC applies itself (the optimizer then steps without momentum)."""
     clip_norm: float | None = option(None, above=0, null_means="off")
-    """Local gradient clipping: each worker rescales its gradient (the group's, one L2 norm over
-    all its tensors) to at most clip_norm·N^(-1/2) for N workers before accumulating it;
-    null: off."""
+    """Local gradient clipping: each worker rescales its gradient (one L2 norm over all of it,
+    every tensor) to at most clip_norm·N^(-1/2) for N workers before accumulating it; where a
+    scheduler sends groups during backward, the norm is the previous step's; null: off."""
+    selection: str = option("per_tensor", choices=("per_tensor", "group"))
+    """per_tensor: the top density share of |v| in every tensor, the paper's per-layer
+    threshold; group: the top-k of each group the scheduler hands over (the whole model under
+    scheduler=allreduce)."""
     exchange: str = option("allgather", problem=_exchange_problem("dgc"))
     """allgather: values and indices of each worker's top-k (GRACE's DGC); union: all-reduce
     values at the union of the workers' indices."""

@@ -1,0 +1,66 @@
+"""DGC's local gradient clipping (§3.3) by one norm over all of a worker's gradient, whatever
+the groups a scheduler hands over.
+
+The paper rescales a worker's gradient when "the sum of the L2-norms" exceeds the threshold,
+after Pascanu et al.: one norm over every tensor, ‖g‖₂ of the whole flattened gradient. A group
+that holds every tensor of the model whole (``scheduler=allreduce``, ``ps_bsp`` with one
+server) is that gradient, so its own norm is used: the paper's rule exactly. A scheduler that
+sends groups while backward still runs (``wfbp``, ``lags``, the priority schedulers) compresses
+its first groups before the rest of the gradient exists, so their coefficient comes from the
+previous step's whole gradient, summed from every group compressed in that step; on the first
+step there is none, and each group is clipped by its own norm. Everything stays on the device:
+no host synchronization.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from gradsync.types import GroupInfo
+
+CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s guard against a zero norm
+
+
+def clip_coefficient(norm: Tensor, max_norm: float) -> Tensor:
+    """min(1, max_norm / norm) as a 0-d tensor (no host sync)."""
+    coefficient: Tensor = (max_norm / (norm + CLIP_EPS)).clamp(max=1.0)
+    return coefficient
+
+
+def holds_whole_model(group: GroupInfo) -> bool:
+    """Whether ``group`` is every tensor of the model, whole (or its layout is unknown)."""
+    if not group.parts:
+        return True
+    return len(group.parts) == group.model_tensors and all(part.whole for part in group.parts)
+
+
+class WholeGradientClip:
+    """The clipping coefficient of each group, from the norm of the whole gradient."""
+
+    def __init__(self) -> None:
+        self._step: int | None = None
+        self._squares: Tensor | None = None
+        """Sum of squares of this step's groups so far."""
+        self._previous: Tensor | None = None
+        """The previous step's whole-gradient sum of squares (a finite one)."""
+
+    def coefficient(self, flat: Tensor, group: GroupInfo, max_norm: float) -> Tensor:
+        norm = torch.linalg.vector_norm(flat)
+        if group.step != self._step:
+            self._close_step()
+            self._step = group.step
+        squares = norm.square()
+        self._squares = squares if self._squares is None else self._squares + squares
+        if holds_whole_model(group) or self._previous is None:
+            return clip_coefficient(norm, max_norm)
+        return clip_coefficient(self._previous.sqrt(), max_norm)
+
+    def _close_step(self) -> None:
+        squares, self._squares = self._squares, None
+        if squares is None:
+            return
+        if self._previous is None:
+            self._previous = squares
+        else:  # an fp16 step that overflowed (and was skipped) keeps the last finite norm
+            self._previous = torch.where(squares.isfinite(), squares, self._previous)
