@@ -54,6 +54,10 @@ class GroupInfo:
     empty: the group is one tensor with no known place in the model."""
     model_tensors: int = 0
     """How many trainable tensors the model has (0: unknown)."""
+    ready: tuple[int, ...] = ()
+    """The group's parts (positions in ``parts``) in the order their gradients became ready in
+    the job's first backward pass, as DDP orders a bucket once it has rebuilt it after its first
+    step; empty: unknown (taken as backward order, the reverse of ``parts``)."""
 
     @classmethod
     def of_sizes(

@@ -104,16 +104,23 @@ def should_compress(rows: int, cols: int, rank: int, min_compression_rate: float
     return (rows + cols) * rank * min_compression_rate < rows * cols
 
 
-def layout_of(parts: tuple[TensorPart, ...], rank: int, min_compression_rate: float) -> Layout:
-    """``parts`` (in the group's order, the model's) laid out. The matrices are taken in
-    backward order, as DDP's buckets hold them after their first step, so that one seed draws
-    the same Q for each tensor as PyTorch's hook does."""
+def layout_of(
+    parts: tuple[TensorPart, ...],
+    rank: int,
+    min_compression_rate: float,
+    ready: tuple[int, ...] = (),
+) -> Layout:
+    """``parts`` (in the group's order, the model's) laid out. The matrices are taken in the
+    order the gradients became ready (``GroupInfo.ready``; backward order when unknown), as
+    DDP's buckets hold them after their first step, so that one seed draws the same Q for each
+    tensor as PyTorch's hook does, whatever order the model declares its layers in."""
     offsets = [0]
     for part in parts:
         offsets.append(offsets[-1] + part.numel)
+    order = ready or tuple(reversed(range(len(parts))))
     by_shape: dict[tuple[int, int], list[Matrix]] = {}
     uncompressed = []
-    for part, offset in zip(reversed(parts), reversed(offsets[:-1]), strict=True):
+    for part, offset in ((parts[i], offsets[i]) for i in order):
         rows = part.shape[0] if part.whole and len(part.shape) >= 1 else 0
         cols = part.numel // rows if rows else 0
         kept = min(rows, cols, rank)
@@ -170,7 +177,7 @@ class PowerSGDCompressor(DensitySchedule):
         self.orthogonalization_epsilon = orthogonalization_epsilon
         self.seed = seed
         self.collective: Collective = SoloCollective()
-        self._layouts: dict[tuple[str, tuple[TensorPart, ...]], Layout] = {}
+        self._layouts: dict[tuple[str, tuple[TensorPart, ...], tuple[int, ...]], Layout] = {}
         self._errors: dict[str, Tensor] = {}
         self._mean_q: dict[str, Tensor] = {}
         self._last: dict[str, PowerCtx] = {}
@@ -189,7 +196,7 @@ class PowerSGDCompressor(DensitySchedule):
         self._take_over(group.name)
         parts = group.parts or (TensorPart(0, (flat.numel(),)),)
         self._forget_if_regrouped(group.name, parts)
-        layout = self._layout(group.name, parts)
+        layout = self._layout(group.name, parts, group.ready if group.parts else ())
         error = self._errors.get(group.name)
         compensated = flat if not self.use_error_feedback else flat.clone()
         if error is not None:
@@ -278,10 +285,10 @@ class PowerSGDCompressor(DensitySchedule):
             self._mean_q.pop(name, None)
         self._parts[name] = parts
 
-    def _layout(self, name: str, parts: tuple[TensorPart, ...]) -> Layout:
-        key = (name, parts)
+    def _layout(self, name: str, parts: tuple[TensorPart, ...], ready: tuple[int, ...]) -> Layout:
+        key = (name, parts, ready)
         if key not in self._layouts:
-            self._layouts[key] = layout_of(parts, self.rank, self.min_compression_rate)
+            self._layouts[key] = layout_of(parts, self.rank, self.min_compression_rate, ready)
         return self._layouts[key]
 
     def _start_q(self, name: str, layout: Layout, like: Tensor) -> Tensor:

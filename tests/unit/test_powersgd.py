@@ -4,12 +4,17 @@ real ranks: tests/dist/test_powersgd.py."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
+from gradsync.comm.solo import SoloCollective
+from gradsync.compressors.none import NoneCompressor
 from gradsync.compressors.powersgd import PowerSGDCompressor, layout_of, orthogonalize
 from gradsync.feedback.none import NoneFeedback
 from gradsync.measure.wire import measure_wire
+from gradsync.schedulers.allreduce.allreduce import AllreduceSync
 from gradsync.types import GroupInfo, OwnMemory, TensorPart
 
 SHAPES = ((6, 3, 3, 3), (6,), (16, 96), (16,), (3, 16), (3,))
@@ -32,6 +37,52 @@ def test_matrices_worth_it_are_compressed_in_backward_order_and_the_rest_sent_wh
     assert [m.offset for m in layout.matrices] == [168, 0]
     assert [numel for _, numel in layout.uncompressed] == [6, 16, 48, 3]
     assert layout.p_numel == 16 * 2 + 6 * 2 and layout.q_numel == 96 * 2 + 27 * 2
+
+
+def test_matrices_follow_the_order_gradients_became_ready_when_the_engine_knows_it():
+    parts = _group(0).parts
+    # The 3 × 16 weight made worth compressing, and ready before the kernel and the 16 × 96.
+    layout = layout_of(parts, rank=1, min_compression_rate=1.0, ready=(5, 4, 3, 0, 1, 2))
+    assert [(m.rows, m.cols) for m in layout.matrices] == [(3, 16), (6, 27), (16, 96)]
+    assert [numel for _, numel in layout.uncompressed] == [6, 16, 3]  # still in flat order
+
+
+def test_the_engine_tells_each_group_the_order_its_gradients_became_ready():
+    """A model that declares its output layer first: the engine's groups list their tensors in
+    model order, and ``GroupInfo.ready`` says the output layer's came first, as hooks saw."""
+    seen: list[GroupInfo] = []
+
+    class Recording(NoneCompressor):
+        def compress(self, grad, *, group):
+            seen.append(group)
+            return super().compress(grad, group=group)
+
+    class HeadFirst(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = torch.nn.Linear(4, 2)
+            self.body = torch.nn.Linear(3, 4)
+
+        def forward(self, x):
+            return self.head(torch.tanh(self.body(x)))
+
+    model = HeadFirst()
+    sync = AllreduceSync(
+        compressor=Recording(),
+        feedback=NoneFeedback(),
+        collective=SoloCollective(),
+        clock=time.perf_counter,
+    )
+    sync.attach(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    for step in range(2):
+        sync.begin(step=step)
+        model(torch.randn(5, 3)).sum().backward()
+        sync.step(step=step)
+    first, second = seen
+    assert [p.index for p in first.parts] == [0, 1, 2, 3]  # head.weight, head.bias, body...
+    ready = [first.parts[i].index for i in first.ready]
+    assert set(ready[:2]) == {0, 1} and set(ready[2:]) == {2, 3}  # the head's first
+    assert second.ready == first.ready
 
 
 @pytest.mark.parametrize("rank", [1, 2, 3, 5])

@@ -36,6 +36,7 @@ from gradsync.schedulers.engine.group_buffers import GroupBuffers
 from gradsync.schedulers.engine.group_info import GroupLayout
 from gradsync.schedulers.engine.loss_scale import LossScale
 from gradsync.schedulers.engine.queued_collective import AGREE
+from gradsync.schedulers.engine.ready_order import ReadyOrder
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.types import Collective, Compressor, ErrorFeedback, GroupInfo, Payload, SyncStats
 
@@ -68,6 +69,10 @@ class ExchangeEngine(SyncComponents):
         self._groups: list[range] = []
         self._group_of: list[int] = []
         self._layouts: list[GroupLayout] = []
+        self._ready: ReadyOrder | None = None
+        self._ready_in_group: dict[int, tuple[int, ...]] = {}
+        """Each group's ``GroupInfo.ready``, taken at its first launch (its tensors are all in
+        by then) and kept while the plan lasts."""
         self._launched: dict[int, Exchanged[Received]] = {}
         self._buffers = GroupBuffers()
         self._step, self._epoch = 0, 0
@@ -92,10 +97,13 @@ class ExchangeEngine(SyncComponents):
     def attach(self, model: nn.Module, optimizer: Optimizer) -> None:
         self._params = [p for p in model.parameters() if p.requires_grad][::-1]
         self._optimizer = optimizer
+        self._ready = ReadyOrder(model, self._params)
         self._comm, self._timer = self.start_comm(self._params[0].device)
 
     def begin(self, *, step: int, epoch: int = 0) -> None:
         self._step, self._epoch = step, epoch
+        if self._ready is not None:
+            self._ready.stop_once_seen()
 
     def sizes(self) -> list[int]:
         """Elements per tensor, backward order."""
@@ -120,6 +128,7 @@ class ExchangeEngine(SyncComponents):
             for g, group in enumerate(self._groups)
         ]
         self._launched = {}
+        self._ready_in_group = {}
         self._buffers.clear()
 
     def _regroup_residuals(self, plan: Plan) -> None:
@@ -151,7 +160,14 @@ class ExchangeEngine(SyncComponents):
         layout = self._layouts[group]
         flat = self._buffers.flat(group, layout.numel, layout.params[0])
         copy_gradients(layout.params, self._buffers.views(flat, layout.sizes, layout.shapes))
-        info = GroupInfo(layout.name, self._step, self._epoch, layout.parts, len(self._params))
+        info = GroupInfo(
+            layout.name,
+            self._step,
+            self._epoch,
+            layout.parts,
+            len(self._params),
+            ready=self._ready_of(group),
+        )
         # flat is this step's copy, kept only for its shape (combine's like=).
         self._launched[group] = self.exchange(Bucket(group, flat, info), self._submit, scratch=True)
         end = self._timer.mark()
@@ -166,6 +182,14 @@ class ExchangeEngine(SyncComponents):
         assert self._comm is not None, "attach() before training"
         job = self._comm.submit(partial(self._start_exchange, payload), inputs=payload)
         return partial(_received, job)
+
+    def _ready_of(self, group: int) -> tuple[int, ...]:
+        ready = self._ready_in_group.get(group)
+        if ready is None:
+            assert self._ready is not None, "attach() before training"
+            ready = self._ready.of(model_order(self._groups[group]))
+            self._ready_in_group[group] = ready
+        return ready
 
     def _start_exchange(self, payload: Payload) -> Finish | list[Payload]:
         """On the communication thread: start summing the payloads, or gather every worker's.
