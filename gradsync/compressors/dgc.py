@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 from typing_extensions import Unpack
 
+from gradsync.compressors.choices import DGC_SELECTIONS
 from gradsync.compressors.exchange import ExchangedSparsifier
 from gradsync.compressors.options.sparsifiers import DGCConfig
 from gradsync.compressors.selection import per_tensor_topk_indices, topk_indices
@@ -37,6 +38,10 @@ from gradsync.compressors.warmup import WarmupArgs
 from gradsync.compressors.whole_clip import WholeGradientClip
 from gradsync.feedback.residual import memory_norm
 from gradsync.types import GroupInfo, Payload, TensorPart
+
+CLIP_KEY = "clip/previous_squares"
+"""The previous step's whole-gradient sum of squares, saved so a resumed run clips as the
+uninterrupted one."""
 
 
 def accumulate(u: Tensor, v: Tensor, grad: Tensor, momentum: float, scale: Tensor | None) -> None:
@@ -84,6 +89,9 @@ class DGCCompressor(ExchangedSparsifier):
         super().__init__(density=density, exchange=exchange, **warmup)
         self.momentum = momentum
         self.clip_norm = clip_norm
+        if selection not in DGC_SELECTIONS:
+            valid = ", ".join(DGC_SELECTIONS)
+            raise ValueError(f"unknown selection {selection!r}; valid: {valid}")
         self.per_tensor = selection == "per_tensor"
         self._clip = WholeGradientClip()
         self._memory: dict[str, _Memory] = {}
@@ -165,15 +173,21 @@ class DGCCompressor(ExchangedSparsifier):
         for name, memory in self._memory.items():
             state[f"u/{name}"] = memory.u.detach().cpu().clone()
             state[f"v/{name}"] = memory.v.detach().cpu().clone()
+        previous = self._clip.state()
+        if previous is not None:
+            state[CLIP_KEY] = previous.detach().cpu().clone()
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        foreign = sorted(key for key in state if not key.startswith(("u/", "v/")))
+        foreign = sorted(key for key in state if not key.startswith(("u/", "v/", CLIP_KEY)))
         if foreign:
             raise ValueError(
-                f"DGCCompressor keeps u/ and v/ per group, the checkpoint has {foreign}"
+                f"DGCCompressor keeps u/ and v/ per group and {CLIP_KEY}, the checkpoint has "
+                f"{foreign}"
             )
-        names = {key[2:] for key in state}
+        previous = state.get(CLIP_KEY)
+        self._clip.restore(None if previous is None else previous.clone())
+        names = {key[2:] for key in state if key != CLIP_KEY}
         self._memory = {
             name: _Memory(state[f"u/{name}"].clone(), state[f"v/{name}"].clone(), None)
             for name in names

@@ -117,6 +117,8 @@ def layout_of(
     offsets = [0]
     for part in parts:
         offsets.append(offsets[-1] + part.numel)
+    if ready and sorted(ready) != list(range(len(parts))):
+        raise ValueError(f"ready order {ready} is not an order of the group's {len(parts)} parts")
     order = ready or tuple(reversed(range(len(parts))))
     by_shape: dict[tuple[int, int], list[Matrix]] = {}
     uncompressed = []

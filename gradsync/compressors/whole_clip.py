@@ -54,7 +54,10 @@ class WholeGradientClip:
         self._squares = squares if self._squares is None else self._squares + squares
         if holds_whole_model(group) or self._previous is None:
             return clip_coefficient(norm, max_norm)
-        return clip_coefficient(self._previous.sqrt(), max_norm)
+        self._previous = self._previous.to(norm.device)  # restored from a checkpoint on the CPU
+        # No finite norm yet (the first steps overflowed under fp16): the group's own.
+        previous = torch.where(self._previous.isfinite(), self._previous.sqrt(), norm)
+        return clip_coefficient(previous, max_norm)
 
     def _close_step(self) -> None:
         squares, self._squares = self._squares, None
@@ -64,3 +67,13 @@ class WholeGradientClip:
             self._previous = squares
         else:  # an fp16 step that overflowed (and was skipped) keeps the last finite norm
             self._previous = torch.where(squares.isfinite(), squares, self._previous)
+
+    # ---- checkpoints: a resumed run clips its first step as the uninterrupted one ------------
+    def state(self) -> Tensor | None:
+        """The previous step's whole-gradient sum of squares, once this step is closed."""
+        self._close_step()
+        self._step = None
+        return self._previous
+
+    def restore(self, previous: Tensor | None) -> None:
+        self._step, self._squares, self._previous = None, None, previous

@@ -222,3 +222,46 @@ def test_clipping_norm_is_the_whole_gradients_whatever_the_groups():
     inf = torch.tensor([float("inf"), 0.0])
     clip.coefficient(inf, group(3, 0), 1.0)  # overflowed: step 3's norm is not kept
     assert float(clip.coefficient(first, group(4, 0), 1.0)) == pytest.approx(0.1)
+
+
+def test_a_first_step_that_overflowed_leaves_no_norm_behind():
+    """Under fp16 the first steps often overflow (and are skipped): their inf or NaN norm is
+    never used; the group's own norm is, until a finite step has been seen."""
+    for bad in (float("inf"), float("nan")):
+        clip = WholeGradientClip()
+
+        def group(step: int) -> GroupInfo:
+            return GroupInfo("t0", step, parts=(TensorPart(0, (2,)),), model_tensors=2)
+
+        clip.coefficient(torch.tensor([bad, 0.0]), group(0), 1.0)
+        coefficient = clip.coefficient(torch.tensor([3.0, 4.0]), group(1), 1.0)
+        assert float(coefficient) == pytest.approx(1 / 5, rel=1e-5)
+        assert float(clip.coefficient(torch.tensor([0.0, 1.0]), group(2), 1.0)) == pytest.approx(
+            1 / 5, rel=1e-5
+        )
+
+
+def test_a_resumed_dgc_clips_as_the_uninterrupted_one():
+    """The previous step's norm is part of the checkpoint: a DGC restored from it after a step
+    of one-tensor groups clips the next step by that step's whole gradient, as the one that
+    went on."""
+    parts = (TensorPart(0, (2,)), TensorPart(1, (2,)))
+
+    def run(dgc: DGCCompressor, step: int, grads: list[list[float]]) -> list[torch.Tensor]:
+        return [
+            dgc.compress(
+                torch.tensor(g), group=GroupInfo(f"t{j}", step, parts=(parts[j],), model_tensors=2)
+            )[0][0]
+            for j, g in enumerate(grads)
+        ]
+
+    going_on = DGCCompressor(density=0.5, momentum=0.0, clip_norm=1.0, exchange="allgather")
+    run(going_on, 0, [[3.0, 0.0], [0.0, 4.0]])
+    resumed = DGCCompressor(density=0.5, momentum=0.0, clip_norm=1.0, exchange="allgather")
+    resumed.load_state_dict(going_on.state_dict())
+    later = [[6.0, 0.0], [0.0, 8.0]]
+    sent = run(resumed, 1, later)
+    # Clipped by step 0's whole norm, 5 (each tensor's own would give 1.0 and 1.0).
+    assert [float(values[0]) for values in sent] == pytest.approx([1.2, 1.6])
+    for a, b in zip(run(going_on, 1, later), sent, strict=True):
+        assert torch.equal(a, b)

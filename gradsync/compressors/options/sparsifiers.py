@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from omegaconf import II
 
-from gradsync.compressors.choices import EXCHANGES, SCOPES
+from gradsync.compressors.choices import DGC_SELECTIONS, EXCHANGES, SCOPES
 from gradsync.compressors.options.base import (
     SparsifierConfig,
     density_option,
@@ -132,9 +132,9 @@ class DGCConfig(_ExchangedConfig):
     default, which DGC applies itself (the optimizer then steps without momentum)."""
     clip_norm: float | None = option(None, above=0, null_means="off")
     """Local gradient clipping: each worker rescales its gradient (one L2 norm over all of it,
-    every tensor) to at most clip_norm·N^(-1/2) for N workers before accumulating it; where a
-    scheduler sends groups during backward, the norm is the previous step's; null: off."""
-    selection: str = option("per_tensor", choices=("per_tensor", "group"))
+    every tensor) to at most clip_norm·N^(-1/2) for N workers before accumulating it; where the
+    scheduler cuts the model into several groups, the norm is the previous step's; null: off."""
+    selection: str = option("per_tensor", choices=DGC_SELECTIONS)
     """per_tensor: the top density share of |v| in every tensor, the paper's per-layer
     threshold; group: the top-k of each group the scheduler hands over (the whole model under
     scheduler=allreduce)."""

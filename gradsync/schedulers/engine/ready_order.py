@@ -30,8 +30,9 @@ class ReadyOrder:
 
     def of(self, members: Sequence[int]) -> tuple[int, ...]:
         """Positions in ``members`` (tensor indices) in the order their gradients became ready;
-        tensors not seen (no gradient yet) after them, in backward order."""
-        last = len(self._seen) + max(members, default=0) + 1
-        return tuple(
-            sorted(range(len(members)), key=lambda i: self._seen.get(members[i], last + members[i]))
-        )
+        empty (backward order) when one of them got none: DDP rebuilds its buckets only where
+        every parameter has a gradient (``find_unused_parameters=False``), and keeps the
+        reverse of the declaration order otherwise."""
+        if any(member not in self._seen for member in members):
+            return ()
+        return tuple(sorted(range(len(members)), key=lambda i: self._seen[members[i]]))
