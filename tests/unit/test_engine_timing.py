@@ -26,7 +26,7 @@ def test_spans_of_a_name_add_up_and_are_read_once_at_the_end():
     timer.add("comm", middle, timer.mark())
     timer.add("step", step_start, timer.mark())
     seconds = timer.read()
-    assert seconds["compress"] == pytest.approx(0.03, abs=0.02)
+    # Lower bounds only: a sleep may overrun by any amount on a loaded machine.
     assert seconds["compress"] >= 0.03 and seconds["comm"] >= 0.02
     assert seconds["compress"] + seconds["comm"] <= seconds["step"]
     assert seconds["never added"] == 0.0
