@@ -91,9 +91,9 @@ class PsSync(SyncComponents):
             for s in range(shards.servers)
         ]
         compressed = timer.mark()
-        values = [shard.wait() for shard in exchanged]  # each server's new values of its shard
-        new = values[0] if len(values) == 1 else torch.cat(values)
-        (slowest, fastest, applied), _ = push_pull.received(flat)
+        for shard in exchanged:  # each server's new values of its shard: views of ``new``
+            shard.wait()
+        (slowest, fastest, applied), new = push_pull.received(flat)
         communicated = timer.mark()
         offset = 0
         with torch.no_grad():
@@ -127,6 +127,10 @@ class PsSync(SyncComponents):
             },
         )
 
+    def shard_slice(self, shard: int) -> slice:
+        assert self._shards is not None, "attach() first"
+        return self._shards.slice(shard)
+
     def _shard_info(self, shard: int, step: int, epoch: int) -> GroupInfo:
         return GroupInfo(
             name=f"shard{shard}",
@@ -138,13 +142,13 @@ class PsSync(SyncComponents):
 
     def _push_pull(
         self, pushes: list[tuple[Payload, Any]], dtype: torch.dtype, device: torch.device
-    ) -> tuple[list[float], list[Tensor]]:
+    ) -> tuple[list[float], Tensor]:
         """On the communication thread: every shard pushed to its server, then the parameters
         each sends back, in server order, one operation at a time (a server replies only once
         it has the pushes it waits for). The stamps that end each reply (``layout.STAMPS``:
         the slowest and the fastest worker's clock, and the staleness this worker's gradient
-        was applied with), read from the first on the host where it landed; each shard's new
-        values on ``device``."""
+        was applied with), read from the first reply in host memory, where gloo wrote it (no
+        device is waited for); and the new flat parameters on ``device``."""
         shards = self._shards
         assert shards is not None
         for s, (payload, ctx) in enumerate(pushes):
@@ -156,10 +160,7 @@ class PsSync(SyncComponents):
             self._servers.recv((reply,), src=shards.rank(s), tag=PULL)
             pulled.append(reply)
         stamps = pulled[0][-STAMPS:].tolist()
-        new = to_device(torch.cat([p[:-STAMPS] for p in pulled]), device)
-        return stamps, list(
-            new.split([shards.bounds[s + 1] - shards.bounds[s] for s in range(shards.servers)])
-        )
+        return stamps, to_device(torch.cat([p[:-STAMPS] for p in pulled]), device)
 
     def state_dict(self) -> dict[str, Any]:
         return self.components_state()
@@ -176,18 +177,19 @@ class _PushPull:
 
     worker: PsSync
     pushes: list[tuple[Payload, Any]] = field(default_factory=list)
-    job: Job[tuple[list[float], list[Tensor]]] | None = None
+    job: Job[tuple[list[float], Tensor]] | None = None
 
     def send(self, bucket: Bucket, payload: Payload, ctx: Any) -> Callable[[], Tensor]:
         self.pushes.append((payload, ctx))
         return partial(self.reply, bucket.index, bucket.gradient)
 
     def reply(self, shard: int, like: Tensor) -> Tensor:
-        """The server's new values of ``shard``, on ``like``'s device."""
-        return self.received(like)[1][shard]
+        """The server's new values of ``shard``, on ``like``'s device (a view of them all)."""
+        _, new = self.received(like)
+        return new[self.worker.shard_slice(shard)]
 
-    def received(self, like: Tensor) -> tuple[list[float], list[Tensor]]:
-        """The stamps and every shard's new values (``PsSync._push_pull``)."""
+    def received(self, like: Tensor) -> tuple[list[float], Tensor]:
+        """The stamps and the new flat parameters (``PsSync._push_pull``)."""
         if self.job is None:
             comm = self.worker._comm
             assert comm is not None, "attach() first"
