@@ -1,7 +1,8 @@
 """Cost models of the pipelined sparse schedulers, and fitting them to measurements
 (docs/methods/index.md, "Merged sparse groups: the OMGS timeline").
 
-* selection (top-k) time ``TKPM(d) = γ·ρ·d·log2 d`` for a group of d elements;
+* selection (top-k) time ``TKPM(d) = γ·ρ·d·log2 d`` for a group of d elements, plus a part
+  linear in d where a cluster gives one (``per_element``);
 * the engine's own work per group on the compute stream, δ: flattening the group, handing it
   to the communication thread, writing its average back (what makes many small groups cost
   more than their top-k: the paper's model has none, gradsync fits it);
@@ -29,11 +30,14 @@ class CostModel:
     """Bytes one selected element costs on the wire (float32 value + int32 index)."""
     delta: float = 0.0
     """Seconds of the engine's own work per group on the compute stream."""
+    per_element: float = 0.0
+    """Seconds of selection per element, besides TKPM (a described cluster's linear cost)."""
 
     def select_seconds(self, d: int) -> float:
-        if d <= 1 or self.density >= 1.0:  # dense: nothing to select
-            return 0.0
-        return self.gamma * self.density * d * math.log2(d)
+        linear = self.per_element * d
+        if d <= 1 or self.density >= 1.0:  # dense: nothing to sort
+            return linear
+        return self.gamma * self.density * d * math.log2(d) + linear
 
     def group_seconds(self, d: int) -> float:
         """What a group of d elements adds to the compute stream: δ and its selection."""

@@ -10,6 +10,12 @@ none); under runner=local or runner=netem every process shares this host, so com
 slowed by the workers' share of its cores. Communication is priced with α-β models of the
 collectives (``--algorithm``, ``--latency``, ``--gpus-per-node``/``--intra-bandwidth``: the
 TernGrad paper's appendix B), schedules by the discrete-event simulator and OMGS's timeline.
+The compressor and scheduler options among the overrides (``compressor.density=0.001``) go to
+every compressor and scheduler that has them.
+
+A cluster you do not have is described by ``--cluster FILE.yaml`` (its keys are in the
+configuration reference) and the options after it, which set the same keys: the job's rows are
+then that cluster's, one worker per machine.
 
 options:
   --compressors A,B        compressors to combine (default: all)
@@ -21,6 +27,15 @@ options:
   --algorithm ring|tree    all-reduce/all-gather algorithm between machines (default ring)
   --gpus-per-node G        workers per machine, talking at --intra-bandwidth inside it
   --intra-bandwidth RATE   e.g. 100gbit (needed with --gpus-per-node above 1)
+  --cluster FILE.yaml      describe the cluster: workers, links, measured collectives, the
+                           machines' compute and selection costs
+  --compute SECONDS        one worker's forward + backward + update per iteration there
+  --throughput SAMPLES/S   ... or its published training throughput
+  --selection C=S          compressor C compresses d elements in S·d·log2 d seconds there
+                           (C=S/element: S·d); repeatable
+  --collective OP=A,B[@N]  OP (all_reduce, all_gather, broadcast, point_to_point) costs
+                           A + B·size seconds there (size: nccl-tests' bytes), at N workers or
+                           any; repeatable
   --plot FILE.png          draw the projection: speed-up over dense WFBP (DDP) against workers
   --timeline FILE.png      draw one steady iteration of each bucketed schedule of the job
   --warmup-steps N         train N steps before taking the gradient the compressors are
@@ -46,7 +61,22 @@ from omegaconf import DictConfig
 
 from gradsync.algorithms.simulator import PAPER_MU
 from gradsync.cli.command import CommandParser, docstring_help, print_or_fail
-from gradsync.jobs.compose import ConfigError, compose_each, compose_jobs
+from gradsync.cli.simulate_cluster import (
+    add_cluster_options,
+    describe,
+    described,
+    job_cluster,
+    machines,
+    machines_line,
+)
+from gradsync.jobs.alternatives import (
+    Alternative,
+    applies,
+    check_somebody_has,
+    compose_alternatives,
+    swept,
+)
+from gradsync.jobs.compose import ConfigError
 from gradsync.jobs.discovery import group_options
 from gradsync.projection.timelines import draw_timelines
 from gradsync.schedulers.registry import SCHEDULERS, baseline_spec
@@ -55,6 +85,7 @@ from gradsync.train.capacity import FORCE, capacity_problem
 if TYPE_CHECKING:  # torch is imported only once a simulation runs
     from gradsync.measure.jobs import Predictor
     from gradsync.projection.cluster import Cluster
+    from gradsync.projection.cluster_spec import Described
     from gradsync.projection.estimates import Estimate
 
 USAGE = (
@@ -90,10 +121,7 @@ def _parser() -> CommandParser:
     parser.add_argument("--schedulers", type=_names)
     parser.add_argument("--workers", type=_counts)
     parser.add_argument("--bandwidths", type=_names)
-    parser.add_argument("--latency", type=float)
-    parser.add_argument("--algorithm", default="ring")
-    parser.add_argument("--gpus-per-node", type=int, default=1)
-    parser.add_argument("--intra-bandwidth")
+    add_cluster_options(parser)
     parser.add_argument("--plot", type=_figure_path)
     parser.add_argument("--timeline", type=_figure_path)
     parser.add_argument("--warmup-steps", type=_count, default=0)
@@ -168,25 +196,58 @@ def _chosen(asked: list[str] | None, group: str) -> list[str]:
 
 def combinations(
     overrides: Sequence[str], compressors: Sequence[str], schedulers: Sequence[str]
-) -> tuple[list[Combination], list[str]]:
-    """Every pair (and scheduler variant) that composes; the reasons of those that do not."""
-    usable, refused = [], []
-    for scheduler in schedulers:
-        variants = SCHEDULERS[scheduler].simulate_variants  # settings worth a row of their own
-        for settings in variants:
-            sweep = [
-                *overrides,
-                f"compressor={','.join(compressors)}",
-                f"scheduler={scheduler}",
-                *settings,
-            ]
-            composed = compose_each(sweep, launcher_here=False)
-            for compressor, (cfg, problem) in zip(compressors, composed, strict=True):
-                if problem is None:
-                    usable.append(Combination(compressor, scheduler, settings, cfg))
-                elif not settings or settings == variants[0]:  # once per pair
-                    refused.append(f"{compressor} × {scheduler}: {problem}")
-    return usable, refused
+) -> tuple[Combination, list[Combination], list[str]]:
+    """The dense baseline; every pair (and scheduler variant, and value of a swept compressor
+    or scheduler option) that composes; the reasons of the pairs that do not. The compressor
+    and scheduler options ``overrides`` set go to those that have them
+    (``jobs/alternatives.py``)."""
+    fixed, axes = swept(overrides)
+    swept_keys = {values[0].split("=", 1)[0] for values in axes}
+    pairs = [
+        Alternative(compressor, scheduler, settings)
+        for scheduler in schedulers
+        for settings in _variants(scheduler, fixed, swept_keys)
+        for compressor in compressors
+    ]
+    check_somebody_has([values[0] for values in axes], pairs)
+    each_value = dict.fromkeys(
+        replace(pair, settings=(*pair.settings, *(s for s in values if applies(s, pair))))
+        for pair in pairs
+        for values in itertools.product(*axes)
+    )
+    wanted = [Alternative(DENSE, baseline_spec().name), *each_value]
+    baseline, *composed = compose_alternatives(fixed, wanted)
+    if baseline.problem is not None:
+        raise ConfigError(f"the dense WFBP baseline does not compose: {baseline.problem}")
+    usable, refused, told = [], [], set()
+    for each in composed:
+        pair = each.alternative
+        combination = Combination(pair.compressor, pair.scheduler, pair.settings, each.cfg)
+        if each.problem is None:
+            usable.append(combination)
+        elif (pair.compressor, pair.scheduler) not in told:  # once a pair
+            told.add((pair.compressor, pair.scheduler))
+            refused.append(f"{pair.compressor} × {pair.scheduler}: {each.problem}")
+    dense = baseline.alternative
+    return Combination(dense.compressor, dense.scheduler, (), baseline.cfg), usable, refused
+
+
+def _variants(
+    scheduler: str, overrides: Sequence[str], swept_keys: set[str]
+) -> list[tuple[str, ...]]:
+    """The option settings of ``scheduler`` that each get a row (its registry entry's
+    ``simulate_variants``), where an option the command sets replaces the variants' own and
+    one it sweeps takes their place."""
+    given = {o.split("=", 1)[0]: o for o in overrides if o.startswith("scheduler.")}
+    variants = [
+        tuple(
+            given.get(key, setting)
+            for setting in settings
+            if (key := setting.split("=", 1)[0]) not in swept_keys
+        )
+        for settings in SCHEDULERS[scheduler].simulate_variants
+    ]
+    return list(dict.fromkeys(variants))
 
 
 def _estimate(predictor: Predictor, c: Combination, cluster: Cluster | None = None) -> Estimate:
@@ -195,63 +256,46 @@ def _estimate(predictor: Predictor, c: Combination, cluster: Cluster | None = No
     )
 
 
-def _cluster_options(args: argparse.Namespace, cluster: Cluster) -> Cluster:
-    # Deferred for start-up: it imports torch, which this module's importers may not need.
-    from gradsync.measure.jobs import bits_per_s
-
-    try:
-        intra = (
-            bits_per_s(args.intra_bandwidth, name="--intra-bandwidth")
-            if args.intra_bandwidth
-            else 0.0
-        )
-        return replace(
-            cluster,
-            latency_s=cluster.latency_s if args.latency is None else args.latency,
-            algorithm=args.algorithm,
-            gpus_per_node=args.gpus_per_node,
-            intra_bandwidth_bps=intra,
-        )
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
 def simulate(args: argparse.Namespace) -> str:
     # Deferred for start-up: it imports torch, which this module's importers may not need.
     from gradsync.measure.jobs import Predictor
 
-    predictor = Predictor(warmup_steps=args.warmup_steps, compute_scale=args.compute_scale)
+    description = described(args)
+    compute, selection = machines(description, group_options()["compressor"], args.compute_scale)
+    predictor = Predictor(
+        warmup_steps=args.warmup_steps,
+        compute_scale=args.compute_scale,
+        compute=compute,
+        selection=selection,
+    )
     if args.measurements is not None and args.measurements.exists():
         try:
             predictor.load(args.measurements)
         except ValueError as exc:
             raise ConfigError(f"--measurements: {exc}") from None
-    output = _simulated(args, predictor)
+    output = _simulated(args, predictor, description)
     if args.measurements is not None:
         predictor.save(args.measurements)
     return output
 
 
-def _simulated(args: argparse.Namespace, predictor: Predictor) -> str:
-    # Deferred for start-up: it imports torch, which this module's importers may not need.
-    from gradsync.measure.jobs import cluster_for
-
-    baseline = _baseline(args.overrides)
-    cfg = baseline.cfg
-    try:
-        cluster = _cluster_options(args, cluster_for(cfg))
-    except ValueError as exc:
-        raise ConfigError(f"runner.{exc}") from None
-    _check_probe_fits_here(cfg, cluster)
-    rates = _rates(args.bandwidths, cluster)
-    combos, refused = combinations(
+def _simulated(
+    args: argparse.Namespace, predictor: Predictor, description: Described | None
+) -> str:
+    baseline, combos, refused = combinations(
         args.overrides,
         _chosen(args.compressors, "compressor"),
         _chosen(args.schedulers, "scheduler"),
     )
+    cfg = baseline.cfg
+    cluster = job_cluster(args, cfg, description)
+    _check_probe_fits_here(cfg, cluster)
+    rates = _rates(args.bandwidths, cluster)
     if not combos:
         raise ConfigError(f"no compressor × scheduler composes: {refused[0]}")
-    profile = predictor.profiled(cfg).profile.scaled(args.compute_scale)
+    here = predictor.profiled(cfg).profile
+    profile = predictor.machine_profile(cfg)[0]
+    shown = here if predictor.compute is not None else profile  # the cluster's: next line
     scaled = f", times x{args.compute_scale:g}" if args.compute_scale != 1.0 else ""
     if cluster.compute_slowdown > 1.0:
         scaled += (
@@ -259,13 +303,14 @@ def _simulated(args: argparse.Namespace, predictor: Predictor) -> str:
             f"{cluster.shared_host_cores} cores"
         )
     lines = [
-        f"model {profile.model}: {len(profile.sizes)} tensors, {profile.numel:,} elements; batch "
-        f"{profile.batch_size}: forward {sum(profile.forward) * 1e3:.2f} ms, backward "
-        f"{sum(profile.backward) * 1e3:.2f} ms, update {profile.update * 1e3:.2f} ms "
+        f"model {here.model}: {len(here.sizes)} tensors, {here.numel:,} elements; batch "
+        f"{here.batch_size}: forward {sum(shown.forward) * 1e3:.2f} ms, backward "
+        f"{sum(shown.backward) * 1e3:.2f} ms, update {shown.update * 1e3:.2f} ms "
         f"(profiled here alone{scaled})",
-        _describe(cluster),
-        "",
+        *describe(cluster),
     ]
+    machine = machines_line(profile, here, predictor.compute, predictor.selection)
+    lines += [machine, ""] if machine else [""]
     batch, workers = profile.batch_size, cluster.workers
     reference = _estimate(predictor, baseline, cluster).iteration
     rows = sorted(
@@ -274,13 +319,15 @@ def _simulated(args: argparse.Namespace, predictor: Predictor) -> str:
     width = max(len(c.name) for c in combos)
     lines.append(
         f"{'compressor × scheduler':<{width}} {'iteration (ms)':>14} {'samples/s':>11} "
-        f"{'updates/iter':>12} {'vs dense DDP':>12}"
+        f"{'updates/iter':>12} {'groups':>6} {'vs dense DDP':>12}"
     )
     for combo, estimate in rows:
+        groups = "-" if estimate.groups is None else str(estimate.groups)
         lines.append(
             f"{combo.name:<{width}} {estimate.iteration * 1e3:>14.3f} "
             f"{estimate.samples_per_s(batch, workers):>11,.0f} "
-            f"{estimate.updates_per_iteration:>12.2f} {reference / estimate.iteration:>11.2f}x"
+            f"{estimate.updates_per_iteration:>12.2f} {groups:>6} "
+            f"{reference / estimate.iteration:>11.2f}x"
         )
     if refused:
         lines += ["", f"not combinable ({len(refused)}): " + "; ".join(refused[:3])]
@@ -309,36 +356,6 @@ def _check_probe_fits_here(cfg: DictConfig, cluster: Cluster) -> None:
         )
 
 
-def _baseline(overrides: Sequence[str]) -> Combination:
-    """Dense DDP, what every speed-up is measured against."""
-    compressor, scheduler = DENSE, baseline_spec().name
-    try:
-        (cfg,) = compose_jobs(
-            [*overrides, f"compressor={compressor}", f"scheduler={scheduler}"],
-            multirun=False,
-            launcher_here=False,
-        )
-    except ConfigError as exc:
-        raise ConfigError(f"the dense WFBP baseline does not compose: {exc}") from None
-    return Combination(compressor, scheduler, (), cfg)
-
-
-def _describe(cluster: Cluster) -> str:
-    text = (
-        f"cluster: {cluster.workers} workers, {cluster.bandwidth_bps / 1e6:g} Mbit/s links, "
-        f"latency {cluster.latency_s:g} s, {cluster.algorithm} collectives"
-    )
-    if cluster.gpus_per_node > 1:
-        text += (
-            f", {cluster.gpus_per_node} per node at {cluster.intra_bandwidth_bps / 1e6:g} Mbit/s"
-        )
-    if cluster.second_bandwidth_bps:
-        text += f", second link {cluster.second_bandwidth_bps / 1e6:g} Mbit/s"
-    if cluster.shared_host_cores:
-        text += f"; all processes on this host ({cluster.shared_host_cores} cores)"
-    return text
-
-
 def _rates(asked: list[str] | None, cluster: Cluster) -> list[tuple[str, float]]:
     """(as written, bits/s) of every ``--bandwidths`` rate; the job's own when none."""
     # Deferred for start-up: it imports torch, which this module's importers may not need.
@@ -365,7 +382,12 @@ def _projection(
     speedups: dict[str, dict[tuple[str, int], float]] = {c.name: {} for c in combos}
     for (rate, bps), n in itertools.product(rates, sizes):
         target = replace(
-            dedicated, workers=n, bandwidth_bps=bps, second_bandwidth_bps=bps / PAPER_MU
+            dedicated,
+            workers=n,
+            bandwidth_bps=bps,
+            second_bandwidth_bps=bps / PAPER_MU,
+            # Measured collectives hold on the links they were measured on only.
+            fitted=cluster.fitted if bps == cluster.bandwidth_bps else {},
         )
         dense = _estimate(predictor, baseline, target).iteration
         for combo in combos:

@@ -144,6 +144,14 @@ def compose_each(
     return _compose_and_check(overrides, multirun=True, launcher_here=launcher_here)
 
 
+def compose_all(jobs: list[list[str]]) -> list[DictConfig]:
+    """Each job's overrides composed (one Hydra initialization for all), unchecked;
+    ConfigError on the first that cannot be."""
+    families.register()
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return [_compose(job, multirun=False) for job in jobs]
+
+
 def launcher_overrides(jobs: list[DictConfig]) -> list[str]:
     """What the runner of these (valid) jobs sets on Hydra's launcher for the whole sweep."""
     runners = [_typed_runner(cfg) for cfg in jobs]

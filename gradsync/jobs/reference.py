@@ -40,6 +40,7 @@ from gradsync.config.files import CONFIG_MODULE, KEYLESS_GROUP, ROOT_CONFIG, ROO
 from gradsync.config.schema import TrainConfig, TrainerConfig
 from gradsync.jobs.discovery import group_options
 from gradsync.jobs.pairing import pairing_problem
+from gradsync.projection.cluster_spec import AlphaBetaSpec, ClusterSpec, SelectionSpec
 from gradsync.schedulers.registry import SCHEDULERS
 
 GROUP_MEANINGS: dict[str, str] = {
@@ -175,7 +176,8 @@ def schema_keys(cls: type, node: DictConfig, prefix: str) -> list[KeyDoc]:
     keys: list[KeyDoc] = []
     for f in user_fields(cls):
         key = f"{prefix}.{f.name}"
-        nested = OmegaConf.get_type(node, f.name) if isinstance(node[f.name], DictConfig) else None
+        child = node._get_node(f.name)  # not node[...]: a required key has no value to read
+        nested = OmegaConf.get_type(node, f.name) if isinstance(child, DictConfig) else None
         if nested is not None and dataclasses.is_dataclass(nested):
             keys.append(KeyDoc(key, str(f.type), "(below)", docs.get(f.name, "")))
             keys += schema_keys(nested, node[f.name], key)
@@ -257,6 +259,20 @@ def option_doc(group: str, option: str) -> OptionDoc:
     """What ``group=option`` is and every key it has."""
     cfg = None if group == KEYLESS_GROUP else compose_options({group: option})
     return _option_doc(cfg, group, option)
+
+
+def cluster_file_keys() -> list[KeyDoc]:
+    """Every key of a cluster description (``projection/cluster_spec.py``), an entry of its
+    ``selection`` and of its collectives' lists included."""
+    keys = _file_keys(ClusterSpec, "")
+    keys += _file_keys(SelectionSpec, "selection.<compressor>")
+    keys += _file_keys(AlphaBetaSpec, "collectives.<collective>[]")
+    return keys
+
+
+def _file_keys(cls: type, prefix: str) -> list[KeyDoc]:
+    found = schema_keys(cls, OmegaConf.structured(cls), prefix)
+    return [dataclasses.replace(key, key=key.key.removeprefix(".")) for key in found]
 
 
 def root_keys() -> list[KeyDoc]:
@@ -348,6 +364,18 @@ def reference_markdown(docs: dict[str, list[OptionDoc]], method_pages: dict[str,
         "|---|---|---|---|",
     ]
     out += [_key_row(key) for key in root_keys()]
+    out += [
+        "",
+        "## Cluster description",
+        "",
+        "A cluster `gradsync simulate --cluster FILE.yaml` predicts for, when it is not the "
+        "job's own (see [Predicting runs](../guide/simulate.md#a-cluster-you-do-not-have)). "
+        "Every key is optional.",
+        "",
+        "| key | type | default | meaning |",
+        "|---|---|---|---|",
+        *(_key_row(key) for key in cluster_file_keys()),
+    ]
     for group, options in docs.items():
         out += ["", f"## {group}", "", GROUP_MEANINGS.get(group, ""), ""]
         for option in options:

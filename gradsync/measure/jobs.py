@@ -15,10 +15,12 @@ from gradsync.config.instantiate import build
 from gradsync.families import runner_schema
 from gradsync.measure import measured
 from gradsync.measure.planning import fits_here, planning_fit
-from gradsync.measure.profile import ProfiledJob, probe_links, profile_job
+from gradsync.measure.profile import ProfiledJob, device_name, probe_links, profile_job
 from gradsync.measure.wire import MAX_RECORDED_WORLD, extrapolate, measure_wire
 from gradsync.projection.cluster import LAN_LATENCY_S, Cluster
-from gradsync.projection.estimates import Estimate, Job, Wire
+from gradsync.projection.estimates import Estimate, Job, ModelProfile, Wire
+from gradsync.projection.machine import Compute
+from gradsync.projection.selection import SelectionCost
 from gradsync.schedulers.costs import predict
 
 
@@ -55,6 +57,11 @@ class Predictor:
     """Training steps before the gradient compressors are measured on is taken."""
     compute_scale: float = 1.0
     """Every measured compute time is multiplied by this (another machine's speed)."""
+    compute: Compute | None = None
+    """The compute of a described cluster's machines, in place of ``compute_scale``."""
+    selection: Mapping[str, SelectionCost] = field(default_factory=dict)
+    """Compression cost on a described cluster's machines, by compressor option: replaces the
+    time measured here."""
     _measured: measured.Measurements = field(default_factory=measured.Measurements)
 
     def save(self, path: Path) -> None:
@@ -66,7 +73,7 @@ class Predictor:
         self._measured.update(measured.read(path))
 
     def profiled(self, cfg: DictConfig) -> ProfiledJob:
-        key = _model_key(cfg)
+        key = profile_key(cfg)
         if key not in self._measured.profiles:
             self._measured.profiles[key] = profile_job(cfg, warmup_steps=self.warmup_steps)
         return self._measured.profiles[key]
@@ -78,7 +85,7 @@ class Predictor:
         if profiled.gradient is None:
             fresh = profile_job(cfg, warmup_steps=self.warmup_steps)
             profiled = replace(profiled, gradient=fresh.gradient, layer_shapes=fresh.layer_shapes)
-            self._measured.profiles[_model_key(cfg)] = profiled
+            self._measured.profiles[profile_key(cfg)] = profiled
         return profiled
 
     def wire(self, cfg: DictConfig, compressor: str, workers: int) -> Wire:
@@ -94,7 +101,7 @@ class Predictor:
     def _recorded_wire(self, cfg: DictConfig, compressor: str, workers: int) -> Wire:
 
         method = OmegaConf.to_yaml(cfg.compressor) + str(cfg.feedback)
-        key = (_model_key(cfg), method, workers)
+        key = (profile_key(cfg), method, workers)
         instance = build(cfg.compressor, path="compressor")
         if key not in self._measured.wires:
             profiled = self._gradient(cfg)
@@ -114,7 +121,7 @@ class Predictor:
         """``cluster`` with the delays of sharing this host's cores, when its workers do."""
         if cluster.shared_host_cores is None:
             return cluster
-        key = (_model_key(cfg), OmegaConf.to_yaml(cfg.runner), cluster.workers)
+        key = (profile_key(cfg), OmegaConf.to_yaml(cfg.runner), cluster.workers)
         if key not in self._measured.delays:
             self._measured.delays[key] = probe_links(cfg, cluster.workers)
         delays = self._measured.delays[key]
@@ -135,7 +142,7 @@ class Predictor:
         if not fits_here(scheduler, cfg):
             return {}
         key = (
-            _model_key(cfg),
+            profile_key(cfg),
             OmegaConf.to_yaml(cfg.compressor),
             OmegaConf.to_yaml(cfg.runner),
             int(cfg.trainer.workers),
@@ -145,16 +152,20 @@ class Predictor:
             self._measured.fits[key] = planning_fit(cfg, scheduler)
         return self._measured.fits[key]
 
-    def compute_seconds(self, cfg: DictConfig, cluster: Cluster | None = None) -> float:
-        """Forward + backward of one iteration as every estimate starts from: profiled, then
-        slowed as this machine's and the cluster's sharing of the cores say."""
-        profile = self.profiled(cfg).profile.scaled(self._slower(cluster or cluster_for(cfg)))
-        return sum(profile.forward) + sum(profile.backward)
+    def machine_profile(self, cfg: DictConfig) -> tuple[ModelProfile, float]:
+        """``cfg``'s profile on the cluster's machines, before any sharing of a host's cores,
+        and how many times longer than here they compute (for what else was measured here)."""
+        profile = self.profiled(cfg).profile
+        if self.compute is None:
+            return profile.scaled(self.compute_scale), self.compute_scale
+        return self.compute.applied(profile)
 
-    def _slower(self, cluster: Cluster) -> float:
-        """How many times the measured compute times are stretched: another machine's speed,
-        and the sharing of a host's cores."""
-        return self.compute_scale * cluster.compute_slowdown
+    def compute_seconds(self, cfg: DictConfig, cluster: Cluster | None = None) -> float:
+        """Forward + backward of one iteration as every estimate starts from: on the
+        cluster's machines, slowed as the cluster's sharing of the cores says."""
+        sharing = (cluster or cluster_for(cfg)).compute_slowdown
+        profile = self.machine_profile(cfg)[0].scaled(sharing)
+        return sum(profile.forward) + sum(profile.backward)
 
     def estimate(
         self,
@@ -187,22 +198,23 @@ class Predictor:
         ``mean_compute_s``: the same of the mean worker (``time/forward`` + ``time/backward``):
         once it has finished, the cores are mostly idle, and calls are priced so."""
         cluster = self.on_this_host(cfg, cluster or cluster_for(cfg))
-        slower = self._slower(cluster)
+        machine, machine_factor = self.machine_profile(cfg)
+        slower = cluster.compute_slowdown
         busy_share = 1.0
         if compute_s is not None:
             slower = compute_s / self.compute_seconds(cfg, cluster) * slower
             cluster = replace(cluster, busy_link_slowdown={}, sync_s=0.0)
             if mean_compute_s is not None:
                 busy_share = min(1.0, mean_compute_s / compute_s)
-        profile = self.profiled(cfg).profile.scaled(slower)
+        profile = machine.scaled(slower)
         if compute_s is not None and forward_s is not None:
             profile = profile.with_passes(forward_s, max(compute_s - forward_s, 0.0))
         job = Job(
             profile=profile,
             cluster=cluster,
-            wire=self.wire(cfg, compressor, cluster.workers).scaled(
-                slower, alone=self.compute_scale
-            ),
+            wire=self.wire(cfg, compressor, cluster.workers)
+            .scaled(machine_factor * slower, alone=machine_factor)
+            .with_selection(self.selection.get(compressor)),
             scheduler=cfg.scheduler,
             decisions=self.planning_fit(cfg, scheduler) if decisions is None else decisions,
             logged_plan=logged_plan,
@@ -211,8 +223,11 @@ class Predictor:
         return predict(scheduler, job)
 
 
-def _model_key(cfg: DictConfig) -> str:
-    """What the profile depends on: model, data, batch, threads."""
+def profile_key(cfg: DictConfig) -> str:
+    """What the profile depends on: model, data, batch, threads, and the device when it is not
+    the CPU (profiles made before devices were keyed were all the CPU's)."""
     parts = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("model", "dataset")}
-    parts["trainer"] = [cfg.trainer.batch_size, cfg.trainer.threads_per_worker]
+    device = device_name(cfg)
+    on = [device] if device != "cpu" else []
+    parts["trainer"] = [cfg.trainer.batch_size, cfg.trainer.threads_per_worker, *on]
     return OmegaConf.to_yaml(OmegaConf.create(parts))

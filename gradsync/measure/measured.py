@@ -52,7 +52,7 @@ def write(path: Path, measurements: Measurements) -> None:
             }
             for key, job in measurements.profiles.items()
         ],
-        "wires": [{"key": list(k), "wire": asdict(w)} for k, w in measurements.wires.items()],
+        "wires": [{"key": list(k), "wire": _stored(w)} for k, w in measurements.wires.items()],
         "delays": [{"key": list(k), "delays": asdict(d)} for k, d in measurements.delays.items()],
         "fits": [{"key": list(k), "fit": fit} for k, fit in measurements.fits.items()],
     }
@@ -83,6 +83,14 @@ def read(path: Path) -> Measurements:
         )
     except (OSError, KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ValueError(f"{path} is not a file of saved measurements: {exc}") from None
+
+
+def _stored(wire: Wire) -> dict[str, Any]:
+    """A wire format as measured here: a cluster's selection cost is applied on use, never
+    kept."""
+    fields = asdict(wire)
+    del fields["selection"]
+    return fields
 
 
 def _profile(fields: dict[str, Any]) -> ModelProfile:

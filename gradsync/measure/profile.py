@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,7 @@ from gradsync.projection.estimates import ModelProfile
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import torch
     from torch import Tensor, nn
 
     from gradsync.data.feeds import TrainFeed
@@ -67,7 +69,7 @@ def training_step(cfg: DictConfig) -> tuple[nn.Module, Callable[[], Tensor], lis
 
 
 def _job_parts(
-    cfg: DictConfig,
+    cfg: DictConfig, device: torch.device | None = None
 ) -> tuple[
     nn.Module,
     Callable[[], Tensor],
@@ -76,8 +78,11 @@ def _job_parts(
     Callable[[tuple[Tensor, ...]], Tensor],
 ]:
     """The job's model, one step's loss on a real batch, its parameters, a function that loads
-    the next batch as the training loop does, and the loss of such a batch."""
+    the next batch as the training loop does, and the loss of such a batch; on ``device``
+    (the CPU when None)."""
     import torch
+
+    device = device or torch.device("cpu")
     from torch.utils.data import default_collate
 
     # Deferred for start-up: it imports torch, which this module's importers may not need.
@@ -88,15 +93,16 @@ def _job_parts(
     torch.set_num_threads(int(cfg.trainer.threads_per_worker))
     torch.manual_seed(int(cfg.trainer.seed))
     data = build_data(cfg)
-    model = build_model(cfg, data.spec)
+    model = build_model(cfg, data.spec).to(device)
     task = build_task(data.spec)
     batch_size = int(cfg.trainer.batch_size)
-    batch = tuple(default_collate([data.train[i] for i in range(batch_size)]))
+    collated = default_collate([data.train[i] for i in range(batch_size)])
+    batch = tuple(part.to(device) for part in collated)
     params: list[Tensor] = [p for p in model.parameters() if p.requires_grad]
     # The training loop's own path (held in memory, or read in this process), as one worker.
     feeds = make_feeds(
         data,
-        device=torch.device("cpu"),
+        device=device,
         batch_size=batch_size,
         eval_batch_size=batch_size,
         rank=0,
@@ -211,16 +217,37 @@ def _wait_for(processes: list[subprocess.Popen[str]]) -> None:
             process.wait()
 
 
-def _steps(model: nn.Module, loss: Callable[[], Tensor]) -> int:
+def _steps(model: nn.Module, loss: Callable[[], Tensor], clock: Callable[[], float]) -> int:
     """PROFILE_STEPS, or more for a fast model, up to about PROFILE_S of them."""
     # Deferred for start-up: it imports torch, which this module's importers may not need.
     from gradsync.schedulers.engine.profiling import samples_within
 
-    start = time.perf_counter()
+    start = clock()
     loss().backward()
-    seconds = time.perf_counter() - start
+    seconds = clock() - start
     model.zero_grad(set_to_none=True)
     return samples_within(seconds, PROFILE_S, least=PROFILE_STEPS, most=MAX_PROFILE_STEPS)
+
+
+def device_name(cfg: DictConfig) -> str:
+    """``trainer.device`` of a composed config (an enum) or of one read back (a string)."""
+    value = OmegaConf.select(cfg, "trainer.device")
+    return str(value.value if isinstance(value, Enum) else value or "cpu")
+
+
+def _profile_device(cfg: DictConfig) -> torch.device:
+    """The device the job trains on, which the profile is taken on; MeasurementError when it
+    is a GPU this host does not have."""
+    import torch
+
+    device = torch.device(device_name(cfg))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise MeasurementError(
+            "trainer.device=cuda: this host has no CUDA device to profile on; profile on a GPU "
+            "node with --measurements FILE.json and pass that file here, or profile on the CPU "
+            "(trainer.device=cpu) and give the cluster's compute (--compute, --cluster)"
+        )
+    return device
 
 
 def _flat_gradient(params: list[Tensor]) -> Tensor:
@@ -237,18 +264,22 @@ def _flat_gradient(params: list[Tensor]) -> Tensor:
 
 def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
     """Profile the composed job's model at ``trainer.batch_size`` in this process, alone on
-    the host. The gradient compressors are measured on is taken after ``warmup_steps`` of
+    the host, on ``trainer.device`` (a GPU's per-tensor times, each kernel waited for, when it
+    is cuda). The gradient compressors are measured on is taken after ``warmup_steps`` of
     training with the job's optimizer: how many elements pass a threshold depends on how far
-    training has come."""
+    training has come; it is kept on the CPU, where compressors are measured."""
     import torch
 
     # Deferred for start-up: it imports torch, which this module's importers may not need.
     from gradsync.schedulers.engine.profiling import median_seconds, profile_tensors
     from gradsync.train.build import build_optimizer
+    from gradsync.train.timing import make_clock
 
-    model, loss, params, load, loss_of = _job_parts(cfg)
-    steps = _steps(model, loss)
-    forward, backward = profile_tensors(model, loss, steps=steps)
+    device = _profile_device(cfg)
+    clock = make_clock(device)
+    model, loss, params, load, loss_of = _job_parts(cfg, device)
+    steps = _steps(model, loss, clock)
+    forward, backward = profile_tensors(model, loss, steps=steps, clock=clock)
     trainer = build_optimizer(cfg, model)
     for _ in range(warmup_steps):
         trainer.zero_grad(set_to_none=True)
@@ -256,13 +287,13 @@ def profile_job(cfg: DictConfig, *, warmup_steps: int = 0) -> ProfiledJob:
         trainer.step()
     model.zero_grad(set_to_none=True)
     loss_of(load()).backward()
-    gradient = _flat_gradient(params)
+    gradient = _flat_gradient(params).cpu()
     # Loading is timed after the gradient is taken: its batches stay the same however many
     # steps the timing takes.
     prefetched = _read_by_loader_processes(cfg)
-    data = 0.0 if prefetched else median_seconds(load, repeats=steps, clock=time.perf_counter)
+    data = 0.0 if prefetched else median_seconds(load, repeats=steps, clock=clock)
     optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9)
-    update = median_seconds(optimizer.step, repeats=steps, clock=time.perf_counter)
+    update = median_seconds(optimizer.step, repeats=steps, clock=clock)
     sizes = [p.numel() for p in params]
     profile = ModelProfile(
         model=type(model).__name__,

@@ -13,6 +13,13 @@ appendix B). ``algorithm`` is the collective algorithm between nodes:
 A parameter server takes every worker's push and answers every pull on its own full-duplex link,
 so with ``servers`` shards a synchronous round costs about ``n·M/(servers·B)`` per direction,
 the two directions taking turns (``servers_busy``).
+
+A cluster may instead give a collective's measured cost, ``t = α + β·size`` (``fitted``), for
+every worker count or for some: one start-up cannot fit both a dense all-reduce at line rate
+and the 22 ms of a 16-node all-gather over 1 GbE. ``size`` is what nccl-tests reports for the
+collective (the output buffer): the bytes of an all-reduce or a broadcast, everyone's bytes of
+an all-gather, one message of a point-to-point send. Such a fit prices the whole collective,
+inside nodes and between them.
 """
 
 from __future__ import annotations
@@ -28,6 +35,23 @@ LAN_LATENCY_S = 5e-5  # one message's start-up on a local network (as gradsync p
 # On this machine's shaped links, 12 all_reduces of 4 MB took 1.205 s against 1.152 s at the
 # raw rate: 0.956, this very ratio.
 TCP_PAYLOAD_SHARE = 1448 / 1514
+COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "point_to_point")
+"""The collectives a cluster can give a measured α-β fit of (``Cluster.fitted``)."""
+
+
+@dataclass(frozen=True)
+class AlphaBeta:
+    """A collective's measured cost ``alpha + beta·size`` (size: nccl-tests' bytes)."""
+
+    alpha: float
+    """Seconds of start-up."""
+    beta: float
+    """Seconds per byte of the collective's size."""
+    workers: int | None = None
+    """The worker count it was measured at; None: every count without one of its own."""
+
+    def seconds(self, size: float) -> float:
+        return self.alpha + self.beta * size
 
 
 @dataclass(frozen=True)
@@ -71,6 +95,9 @@ class Cluster:
     busy_link_slowdown: Mapping[str, float] = field(default_factory=dict)
     """On a shared host, how many times longer computing takes while a set of links carries
     data (``simulator.busy_links_key``): moving the bytes takes its share of the cores."""
+    fitted: Mapping[str, tuple[AlphaBeta, ...]] = field(default_factory=dict)
+    """Measured costs of collectives (``COLLECTIVES``), which price them instead of the link's
+    formulas at the worker counts they cover (``fit``)."""
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -90,6 +117,20 @@ class Cluster:
             raise ValueError("a cluster with several GPUs per node needs intra_bandwidth")
         if self.latency_s < 0:
             raise ValueError(f"latency must be >= 0, got {self.latency_s}")
+        unknown = sorted(set(self.fitted) - set(COLLECTIVES))
+        if unknown:
+            raise ValueError(
+                f"no collective {unknown[0]!r} to fit; valid: {', '.join(COLLECTIVES)}"
+            )
+
+    def fit(self, collective: str) -> AlphaBeta | None:
+        """The measured cost of ``collective`` at this worker count: the fit made at this
+        count, else the one for every count; None when neither is given."""
+        fits = self.fitted.get(collective, ())
+        exact = [f for f in fits if f.workers == self.workers]
+        general = [f for f in fits if f.workers is None]
+        chosen = exact or general
+        return chosen[0] if chosen else None
 
     @property
     def compute_slowdown(self) -> float:
@@ -135,9 +176,12 @@ class Cluster:
         return replace(self, call_s=self.meeting_call_s, meeting_call_s={})
 
     def second_link(self) -> Cluster | None:
+        """The cluster over the second link, which only its bandwidth describes."""
         if self.second_bandwidth_bps is None:
             return None
-        return replace(self, bandwidth_bps=self.second_bandwidth_bps, second_bandwidth_bps=None)
+        return replace(
+            self, bandwidth_bps=self.second_bandwidth_bps, second_bandwidth_bps=None, fitted={}
+        )
 
     # ---- collectives: seconds for one worker, given the bytes it contributes -----------------
     def _start_up(self, op: str, formula: float) -> float:
@@ -146,6 +190,9 @@ class Cluster:
     def all_reduce(self, nbytes: float) -> float:
         if self.workers == 1:
             return 0.0
+        fit = self.fit("all_reduce")
+        if fit is not None:
+            return fit.seconds(nbytes)
         intra = _intra_all_reduce(nbytes, self.gpus_per_node, self.intra_bandwidth_bps)
         return intra + self._between_nodes_all_reduce(nbytes, self.nodes)
 
@@ -153,6 +200,9 @@ class Cluster:
         """Every worker contributes ``nbytes`` and receives everyone's."""
         if self.workers == 1:
             return 0.0
+        fit = self.fit("all_gather")
+        if fit is not None:
+            return fit.seconds(self.workers * nbytes)
         g = self.gpus_per_node
         intra = (g - 1) * nbytes * 8 / self.intra_bandwidth_bps if g > 1 else 0.0
         # Between nodes each node's whole share (g payloads) travels.
@@ -167,13 +217,16 @@ class Cluster:
         n = self.workers
         if n == 1:
             return 0.0
+        fit = self.fit("broadcast")
+        if fit is not None:
+            return fit.seconds(nbytes)
         hops = math.ceil(math.log2(n))
         start = self._start_up("broadcast", hops * self.latency_s)
         return start + hops * nbytes * 8 / self.payload_bps
 
     def push_pull(self, push_bytes: float, pull_bytes: float) -> float:
         """One synchronous parameter-server round: every worker pushes, then pulls."""
-        return 2 * self.latency_s + self.servers_busy(push_bytes, pull_bytes)
+        return 2 * self._message_start_up() + self.servers_busy(push_bytes, pull_bytes)
 
     def servers_busy(self, push_bytes: float, pull_bytes: float) -> float:
         """Seconds each server's link needs per round for everyone's traffic (incast): the
@@ -184,12 +237,20 @@ class Cluster:
         under runner=netem, 4 workers and a server at 20 Mbit/s: 501 ms per BSP round and 464
         ms per ASP one, against 513 ms for both directions in turn and 256 ms for one.)"""
         per_server = self.workers / self.servers
-        return per_server * (push_bytes + pull_bytes) * 8 / self.payload_bps
+        return per_server * self._message_wire(push_bytes + pull_bytes)
 
     def own_push_pull(self, push_bytes: float, pull_bytes: float) -> float:
         """One worker's push and pull when the server's link is free (asynchronous servers)."""
-        wire = (push_bytes + pull_bytes) * 8 / self.payload_bps
-        return 2 * self.latency_s + wire
+        return 2 * self._message_start_up() + self._message_wire(push_bytes + pull_bytes)
+
+    def _message_start_up(self) -> float:
+        fit = self.fit("point_to_point")
+        return self.latency_s if fit is None else fit.alpha
+
+    def _message_wire(self, nbytes: float) -> float:
+        """Seconds a link takes to carry ``nbytes`` of messages, after their start-ups."""
+        fit = self.fit("point_to_point")
+        return nbytes * 8 / self.payload_bps if fit is None else fit.beta * nbytes
 
     def _between_nodes_all_reduce(self, nbytes: float, n: int) -> float:
         if n == 1:

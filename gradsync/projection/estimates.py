@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from gradsync.projection.cluster import Cluster
+from gradsync.projection.selection import SelectionCost
 
 if TYPE_CHECKING:
     from gradsync.algorithms.simulator import Prediction
@@ -105,6 +106,9 @@ class Estimate:
     includes_between: bool = False
     """``iteration`` already holds ``Job.between``: a schedule whose links go on carrying
     sends while the workers load the next batch overlaps it; the others pay it after."""
+    groups: int | None = None
+    """Groups (buckets, partitions) the gradient is exchanged in each iteration, as the model
+    cuts it; None where it is not cut so (parameter servers)."""
 
     def samples_per_s(self, batch_size: int, workers: int) -> float:
         return batch_size * workers / self.iteration
@@ -134,6 +138,9 @@ class Wire:
     selects_alone: bool = False
     """The compression is one worker's while the others wait (the compressor's own
     ``selects_alone``, set where the wire is used, so that earlier measurements have it)."""
+    selection: SelectionCost | None = None
+    """The cluster's cost of compressing a group, when given (``with_selection``): it replaces
+    the time measured here, which grows in proportion to the elements."""
 
     def scaled(self, factor: float, *, alone: float | None = None) -> Wire:
         """This exchange on a machine whose compute takes ``factor`` times as long, or
@@ -145,6 +152,18 @@ class Wire:
             compress_seconds=self.compress_seconds * compress,
             combine_seconds=self.combine_seconds * factor,
         )
+
+    def with_selection(self, cost: SelectionCost | None) -> Wire:
+        """This exchange with compression priced by ``cost`` (unchanged when None)."""
+        if cost is None:
+            return self
+        return replace(self, selection=cost, compress_seconds=cost.seconds(self.numel))
+
+    def compress_of(self, elements: float) -> float:
+        """Seconds to compress a group of ``elements``."""
+        if self.selection is not None:
+            return self.selection.seconds(elements)
+        return self.compress_seconds * elements / self.numel
 
     def bytes_sent(self, elements: float) -> float:
         return sum(rate for _, rate in self.calls) * elements
@@ -165,8 +184,7 @@ class Wire:
     def exchange_seconds(self, cluster: Cluster, elements: float) -> float:
         """Compress and exchange ``elements`` of the gradient (combining what arrived is paid
         once per iteration, after the last exchange, as the schedulers do)."""
-        compress = self.compress_seconds * elements / self.numel
-        return compress + self.transfer_seconds(cluster, elements)
+        return self.compress_of(elements) + self.transfer_seconds(cluster, elements)
 
 
 def _price(cluster: Cluster, kind: str, nbytes: float) -> float:

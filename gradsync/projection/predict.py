@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from gradsync.algorithms.costs import CostModel
 from gradsync.algorithms.merge_plans import Layers, iteration_seconds
 from gradsync.algorithms.simulator import contended
-from gradsync.projection.estimates import Estimate, Job
+from gradsync.projection.estimates import Estimate, Job, Wire
 
 if TYPE_CHECKING:
     from gradsync.algorithms.merge_plans import Plan
@@ -54,7 +54,9 @@ def simulated_estimate(
 ) -> Estimate:
     """The estimate of a schedule that updates every iteration: ``simulated`` plus the update."""
     prediction = simulated(job, schedule, times)
-    return Estimate(prediction.iteration + job.profile.update, simulated=prediction)
+    return Estimate(
+        prediction.iteration + job.profile.update, simulated=prediction, groups=len(times.comm)
+    )
 
 
 def start_up(job: Job) -> float:
@@ -71,16 +73,16 @@ def merged_timeline(plan_of: PlanRule) -> Callable[[Job], Estimate]:
 
         p, wire, cluster = job.profile, job.wire, job.cluster
         # OMGS's cost model in this job's terms: α the start-ups of one exchange, β per byte
-        # of it, γ from the compressor's measured time (TKPM's ρ·d·log2 d).
+        # of it, γ from the compressor's measured time (TKPM's ρ·d·log2 d) or the cluster's
+        # selection cost.
         alpha = wire.transfer_seconds(cluster, 0)
         beta = (wire.transfer_seconds(cluster, p.numel) - alpha) / max(wire.bytes_sent(p.numel), 1)
-        gamma = wire.compress_seconds / (wire.density * p.numel * _log2(p.numel))
         cost = CostModel(
-            gamma=gamma,
             alpha=alpha,
             beta=beta,
             density=wire.density,
             bytes_per_element=wire.bytes_sent(1) / wire.density,
+            **_selection_terms(wire, p.numel),
         )
         layers = Layers(backward=p.backward, sizes=p.sizes)
         plan = plan_of(layers, _planned_with(job, cost))
@@ -89,9 +91,20 @@ def merged_timeline(plan_of: PlanRule) -> Callable[[Job], Estimate]:
             plan, layers, cost, sum(p.forward), after_compute, job.cores_busy_share
         )
         seconds += p.update
-        return Estimate(seconds)
+        return Estimate(seconds, groups=len(plan))
 
     return model
+
+
+def _selection_terms(wire: Wire, numel: int) -> dict[str, float]:
+    """TKPM's γ, and a cost per element, of the wire's selection: the cluster's (γ·ρ is its
+    ``d_log2_d``), else γ fitted to the time measured for the whole gradient."""
+    if wire.selection is not None:
+        return {
+            "gamma": wire.selection.d_log2_d / wire.density,
+            "per_element": wire.selection.per_element,
+        }
+    return {"gamma": wire.compress_seconds / (wire.density * numel * _log2(numel))}
 
 
 def _planned_with(job: Job, cost: CostModel) -> CostModel:

@@ -189,8 +189,35 @@ def _check_report(args: list[str]) -> None:
     assert _parser().parse(args) is not None
 
 
+OWNED = ("compressor.", "scheduler.")
+
+
 def _check_simulate(args: list[str]) -> None:
-    _check_job_command("simulate", args)
+    """Its own parser, every compressor × scheduler it compares composed (the compressor and
+    scheduler options going to those that have them), and the cluster it describes."""
+    from gradsync.cli import simulate
+    from gradsync.cli.simulate_cluster import described
+    from gradsync.jobs.alternatives import Alternative, applies, check_somebody_has, swept
+
+    parsed = simulate._parser().parse(args)
+    assert parsed is not None
+    compressors = simulate._chosen(parsed.compressors, "compressor")
+    schedulers = simulate._chosen(parsed.schedulers, "scheduler")
+    # Every option checked against every pair; composed with the compressors that own one
+    # (or the first) and the first scheduler: a second, not every pair's composition.
+    fixed, axes = swept(parsed.overrides)
+    given = [o for o in [*fixed, *(values[0] for values in axes)] if o.startswith(OWNED)]
+    pairs = [Alternative(c, s) for c in compressors for s in schedulers]
+    check_somebody_has(given, pairs)
+    owners = [
+        c for c in compressors if any(applies(o, Alternative(c, schedulers[0])) for o in given)
+    ]
+    simulate.combinations(
+        [o for o in parsed.overrides if not o.startswith("scheduler.")],
+        owners or compressors[:1],
+        schedulers[:1],
+    )
+    described(parsed)
 
 
 def _check_plan(args: list[str]) -> None:

@@ -16,7 +16,8 @@ from tests.helpers.cli import run_cli
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ROW = re.compile(
-    r"^(\S+ × \S+(?: scheduler\.\S+)?)\s+([\d.]+)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)x$", re.M
+    r"^(\S+ × \S+(?: scheduler\.\S+)?)\s+([\d.]+)\s+([\d,]+)\s+([\d.]+)\s+(\d+|-)\s+([\d.]+)x$",
+    re.M,
 )
 
 
@@ -52,7 +53,9 @@ def test_simulate_predicts_every_combination_projects_and_draws(gradsync_cmd, cl
         iteration_ms, samples = float(row[2]), float(row[3].replace(",", ""))
         # samples/s = batch 32 × 2 workers / iteration
         assert samples == pytest.approx(64 / (iteration_ms / 1e3), rel=0.01, abs=1), name
-    assert rows["none × wfbp"][5] == "1.00"  # the baseline
+    assert rows["none × wfbp"][6] == "1.00"  # the baseline
+    # Groups: one exchange of the whole gradient; parameter servers are not cut so.
+    assert (rows["none × allreduce"][5], rows["none × osp"][5]) == ("1", "-")
     # Rows are sorted by iteration time; OMGS's optimal plan never loses to one group.
     times = [float(row[2]) for row in rows.values()]
     assert times == sorted(times)
@@ -91,6 +94,12 @@ def test_simulate_predicts_every_combination_projects_and_draws(gradsync_cmd, cl
         (["model=mlp", "--compute-scale", "0"], "0 must be > 0"),
         (["model=mlp", "--warmup-steps", "many"], "'many' is not a whole number"),
         (["model=mlp", "--measurements", "measured.txt"], "must end in .json"),
+        (["model=mlp", "compressor.densty=0.1"], "no compressor of this comparison"),
+        (["model=mlp", "--cluster", "missing.yaml"], "missing.yaml: no such file"),
+        (["model=mlp", "--selection", "topk"], "give COMPRESSOR=SECONDS"),
+        (["model=mlp", "--selection", "zip=1e-9"], "selection.zip: no such compressor"),
+        (["model=mlp", "--collective", "allgather=1,2"], "COLLECTIVE one of all_reduce"),
+        (["model=mlp", "--compute", "0.1", "--compute-scale", "0.5"], "give one"),
     ],
     ids=[
         "unknown-key",
@@ -102,6 +111,12 @@ def test_simulate_predicts_every_combination_projects_and_draws(gradsync_cmd, cl
         "compute-scale",
         "warmup-steps",
         "measurements-suffix",
+        "compressor-option",
+        "cluster-file",
+        "selection-form",
+        "selection-compressor",
+        "collective",
+        "two-speeds",
     ],
 )
 def test_simulate_rejects_bad_input_with_one_line_and_exit_2(gradsync_cmd, cli_env, args, message):
@@ -111,6 +126,44 @@ def test_simulate_rejects_bad_input_with_one_line_and_exit_2(gradsync_cmd, cli_e
     assert result.stderr.startswith("gradsync: error: ")
     assert len(result.stderr.strip().splitlines()) == 1
     assert not result.stdout
+
+
+def test_simulate_sets_compressor_options_and_predicts_a_described_cluster(
+    gradsync_cmd, cli_env, tmp_path
+):
+    cluster, measurements = tmp_path / "cluster.yaml", tmp_path / "measured.json"
+    cluster.write_text(
+        "workers: 8\n"
+        "compute: {seconds: 0.1}\n"
+        "selection: {topk: {d_log2_d: 1e-9}}\n"
+        "collectives: {all_reduce: [{alpha: 0.05, beta: 1e-9}]}\n"
+    )
+
+    def simulate(*options: str) -> dict[str, re.Match[str]]:
+        result = run_cli(
+            gradsync_cmd, "simulate", "model=mlp", "compressor.density=0.05",
+            "--compressors", "none,topk", "--schedulers", "allreduce,mgs",
+            "--cluster", str(cluster), "--measurements", str(measurements), *options,
+            env=cli_env,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        out = result.stdout
+        assert "cluster: 8 workers" in out and "all processes on this host" not in out
+        assert "0.1 s of compute per iteration" in out and "topk compresses in 1e-09" in out
+        return {m[1]: m for m in ROW.finditer(out)}
+
+    rows = simulate("--collective", "all_gather=0.02,2e-9@8")
+    assert set(rows) == {"none × allreduce", "topk × allreduce", "none × mgs", "topk × mgs"}
+    assert rows["none × allreduce"][5] == rows["topk × allreduce"][5] == "1"
+    # The option replaces the file's fit for every count: each dense all-reduce starts 100 ms
+    # later, one per group, the rest measured once and kept.
+    # (top-k all-gathers its indices and all-reduces their union's values: one of each).
+    slower = simulate(
+        "--collective", "all_gather=0.02,2e-9@8", "--collective", "all_reduce=0.15,1e-9"
+    )
+    for name, row in rows.items():
+        added = float(slower[name][2]) - float(row[2])
+        assert added == pytest.approx(100.0 * int(row[5]), abs=0.01), name
 
 
 def test_simulate_help_names_its_options(capsys):

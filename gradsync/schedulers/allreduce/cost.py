@@ -9,4 +9,4 @@ from gradsync.projection.estimates import Estimate, Job
 def iteration(job: Job) -> Estimate:
     p = job.profile
     comm = job.wire.exchange_seconds(job.cluster, p.numel) if job.cluster.workers > 1 else 0.0
-    return Estimate(p.compute + comm)
+    return Estimate(p.compute + comm, groups=1)

@@ -50,7 +50,11 @@ def iteration(job: Job) -> Estimate:
     )
     prediction = simulated(job, schedule, times)
     return Estimate(
-        prediction.iteration, prediction.update_frequency, prediction, includes_between=True
+        prediction.iteration,
+        prediction.update_frequency,
+        prediction,
+        includes_between=True,
+        groups=len(times.comm),
     )
 
 

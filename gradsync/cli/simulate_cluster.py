@@ -1,0 +1,208 @@
+"""The cluster ``gradsync simulate`` predicts for: the job's own (this host, or its runner's
+links), or one described by ``--cluster FILE.yaml`` and the options that set the same keys
+(``projection/cluster_spec.py``), and the lines that say which."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig
+
+from gradsync.cluster.rates import rate_mbit
+from gradsync.jobs.compose import ConfigError
+from gradsync.projection.cluster import COLLECTIVES
+from gradsync.projection.cluster_spec import (
+    AlphaBetaSpec,
+    Described,
+    describes_anything,
+    load,
+)
+
+if TYPE_CHECKING:
+    from gradsync.projection.cluster import Cluster
+    from gradsync.projection.estimates import ModelProfile
+    from gradsync.projection.machine import Compute
+    from gradsync.projection.selection import SelectionCost
+
+PER_ELEMENT = "/element"
+
+
+def add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", type=_yaml_path)
+    parser.add_argument("--compute", type=_seconds)
+    parser.add_argument("--throughput", type=_seconds)
+    parser.add_argument("--selection", type=_selection, action="append", default=[])
+    parser.add_argument("--collective", type=_collective, action="append", default=[])
+    parser.add_argument("--latency", type=float)
+    parser.add_argument("--algorithm")
+    parser.add_argument("--gpus-per-node", type=int)
+    parser.add_argument("--intra-bandwidth")
+
+
+def _yaml_path(text: str) -> Path:
+    path = Path(text)
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise argparse.ArgumentTypeError(f"{text}: a cluster description ends in .yaml")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    return path
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be > 0")
+    return value
+
+
+def _selection(text: str) -> str:
+    """``topk=2.19e-10`` (seconds per d·log2 d) or ``topk=1e-9/element``, as a cluster key."""
+    name, equals, cost = text.partition("=")
+    key = "per_element" if cost.endswith(PER_ELEMENT) else "d_log2_d"
+    number = cost.removesuffix(PER_ELEMENT)
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if not (equals and name) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give COMPRESSOR=SECONDS (per d·log2 d) or COMPRESSOR=SECONDS/element"
+        )
+    return f"selection.{name}.{key}={value!r}"
+
+
+def _collective(text: str) -> tuple[str, AlphaBetaSpec]:
+    """``all_gather=1.1e-2,1.7e-8@16``: a collective's α and β, at a worker count or all."""
+    name, _, rest = text.partition("=")
+    costs, at, count = rest.partition("@")
+    try:
+        alpha, beta = (float(part) for part in costs.split(","))
+        workers = int(count) if at else None
+    except ValueError:
+        alpha = beta = -1.0
+        workers = None
+    if name not in COLLECTIVES or alpha < 0 or beta < 0 or (workers is not None and workers < 1):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give COLLECTIVE=ALPHA,BETA or COLLECTIVE=ALPHA,BETA@WORKERS, with "
+            f"COLLECTIVE one of {', '.join(COLLECTIVES)}"
+        )
+    return name, AlphaBetaSpec(alpha=alpha, beta=beta, workers=workers)
+
+
+def described(args: argparse.Namespace) -> Described | None:
+    """The cluster the options describe, when they describe one (None: the job's own)."""
+    settings = [*args.selection]
+    settings += [] if args.compute is None else [f"compute.seconds={args.compute!r}"]
+    settings += [] if args.throughput is None else [f"compute.throughput={args.throughput!r}"]
+    try:
+        spec = load(args.cluster, settings)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    for name, fit in args.collective:  # a fit at the same worker count replaces the file's
+        fits = getattr(spec.collectives, name)
+        fits[:] = [f for f in fits if f.workers != fit.workers] + [fit]
+    if args.cluster is None and not describes_anything(spec):
+        return None
+    return Described(spec)
+
+
+def machines(
+    description: Described | None, compressors: list[str], compute_scale: float
+) -> tuple[Compute | None, dict[str, SelectionCost]]:
+    """The described machines' compute and selection costs (none for the job's own)."""
+    if description is None:
+        return None, {}
+    try:
+        compute = description.compute()
+        selection = description.selection(compressors)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if compute is not None and compute_scale != 1.0:
+        raise ConfigError(
+            "--compute-scale and the cluster's compute both set the machines' speed: give one"
+        )
+    return compute, selection
+
+
+def job_cluster(
+    args: argparse.Namespace, cfg: DictConfig, description: Described | None
+) -> Cluster:
+    """The cluster of the job's own rows: the described one, or the job's (its runner's links,
+    this host's cores), with ``--latency``, ``--algorithm``, ``--gpus-per-node`` and
+    ``--intra-bandwidth`` over it."""
+    # Deferred for start-up: it imports torch, which this module's importers may not need.
+    from gradsync.measure.jobs import cluster_for
+
+    try:
+        cluster = cluster_for(cfg)
+    except ValueError as exc:
+        raise ConfigError(f"runner.{exc}") from None
+    try:
+        if description is not None:
+            cluster = description.cluster(cluster)
+        intra = cluster.intra_bandwidth_bps
+        if args.intra_bandwidth:
+            intra = rate_mbit(args.intra_bandwidth, name="--intra-bandwidth") * 1e6
+        return replace(
+            cluster,
+            latency_s=cluster.latency_s if args.latency is None else args.latency,
+            algorithm=args.algorithm or cluster.algorithm,
+            gpus_per_node=args.gpus_per_node or cluster.gpus_per_node,
+            intra_bandwidth_bps=intra,
+        )
+    except ValueError as exc:
+        where = "--cluster" if args.cluster is not None else "cluster"
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def describe(cluster: Cluster) -> list[str]:
+    """The cluster's lines of the output: its links, and the collectives it has fits of."""
+    text = (
+        f"cluster: {cluster.workers} workers, {cluster.bandwidth_bps / 1e6:g} Mbit/s links, "
+        f"latency {cluster.latency_s:g} s, {cluster.algorithm} collectives"
+    )
+    if cluster.gpus_per_node > 1:
+        text += (
+            f", {cluster.gpus_per_node} per node at {cluster.intra_bandwidth_bps / 1e6:g} Mbit/s"
+        )
+    if cluster.second_bandwidth_bps:
+        text += f", second link {cluster.second_bandwidth_bps / 1e6:g} Mbit/s"
+    if cluster.shared_host_cores:
+        text += f"; all processes on this host ({cluster.shared_host_cores} cores)"
+    fits = []
+    for name in COLLECTIVES:
+        fit = cluster.fit(name)
+        if fit is not None:
+            at = f"{fit.workers} workers" if fit.workers else "any count"
+            fits.append(f"{name} {fit.alpha:g} s + {fit.beta:g} s/B ({at})")
+    lines = [text]
+    if fits:
+        lines.append("measured collectives (α + β·size): " + "; ".join(fits))
+    return lines
+
+
+def machines_line(
+    profile: ModelProfile,
+    here: ModelProfile,
+    compute: Compute | None,
+    selection: Mapping[str, SelectionCost],
+) -> str | None:
+    """What the described machines change, or None when nothing is described."""
+    if compute is None and not selection:
+        return None
+    parts = []
+    if compute is not None:
+        parts.append(
+            f"{compute.describe()} (forward {sum(profile.forward) * 1e3:.2f} ms, backward "
+            f"{sum(profile.backward) * 1e3:.2f} ms, update {profile.update * 1e3:.2f} ms, "
+            f"spread as profiled here: x{profile.compute / here.compute:.3g} of this host)"
+        )
+    parts += [f"{name} compresses in {cost.describe()}" for name, cost in selection.items()]
+    return "machines: " + "; ".join(parts)
