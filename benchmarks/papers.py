@@ -8,8 +8,8 @@ with one scalar fitted on TopK-SGD's 0.666 s and frozen for every other cell.
 
 This host only spreads the paper's compute over ResNet-50's tensors (its profile's shares)
 and records what the compressors send; the profile is kept in
-``benchmarks/results/papers/omgs_measured.json`` (``--remeasure`` takes it afresh, about a
-minute). See docs/guide/papers.md.
+``benchmarks/results/papers/omgs_p102_1gbe_measured.json`` (``--remeasure`` takes it afresh,
+about a minute). See docs/guide/papers.md.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ class PaperJob:
     @classmethod
     def of(cls, table: PaperTable, store: Path | None) -> PaperJob:
         described = Described(load(CLUSTERS / table.cluster, []))
-        predictor = Predictor(compute=described.compute())
+        predictor = Predictor(compute=described.compute(), plans_here=False)
         if store is not None:
             predictor.load(store)
         rows = [row for row in table.rows if row.alternative is not None]

@@ -111,7 +111,8 @@ class Combination:
     def headline(self) -> bool:
         """One of the five papers' headline combinations (its scheduler's registry entry
         says): a line of the projection plot."""
-        return (self.compressor, *self.settings) in SCHEDULERS[self.scheduler].headline
+        own = tuple(s for s in self.settings if s.startswith("scheduler."))  # not a sweep's
+        return (self.compressor, *own) in SCHEDULERS[self.scheduler].headline
 
 
 def _parser() -> CommandParser:
@@ -267,6 +268,7 @@ def simulate(args: argparse.Namespace) -> str:
         compute_scale=args.compute_scale,
         compute=compute,
         selection=selection,
+        plans_here=description is None,
     )
     if args.measurements is not None and args.measurements.exists():
         try:
@@ -310,7 +312,8 @@ def _simulated(
         *describe(cluster),
     ]
     machine = machines_line(profile, here, predictor.compute, predictor.selection)
-    lines += [machine, ""] if machine else [""]
+    lines += [machine] if machine else []
+    lines += [*_device_note(cfg, predictor), ""]
     batch, workers = profile.batch_size, cluster.workers
     reference = _estimate(predictor, baseline, cluster).iteration
     rows = sorted(
@@ -338,6 +341,21 @@ def _simulated(
         _draw_job_timelines(predictor, combos, cluster, args.timeline)
         lines += ["", f"timeline: {args.timeline}"]
     return "\n".join(lines)
+
+
+def _device_note(cfg: DictConfig, predictor: Predictor) -> list[str]:
+    """What a profile taken on a GPU does not cover: compression and summing are timed on
+    this host's CPU, for the compressors without a selection cost."""
+    # Deferred for start-up: it imports torch, which this module's importers may not need.
+    from gradsync.measure.profile import device_name
+
+    device = device_name(cfg)
+    if device == "cpu":
+        return []
+    return [
+        f"note: compute is profiled on {device}; compression and summing are timed on this "
+        f"host's CPU except where --selection gives {device}'s own"
+    ]
 
 
 def _check_probe_fits_here(cfg: DictConfig, cluster: Cluster) -> None:
@@ -381,14 +399,17 @@ def _projection(
     dedicated = replace(cluster, shared_host_cores=None, second_bandwidth_bps=None)
     speedups: dict[str, dict[tuple[str, int], float]] = {c.name: {} for c in combos}
     for (rate, bps), n in itertools.product(rates, sizes):
-        target = replace(
-            dedicated,
-            workers=n,
-            bandwidth_bps=bps,
-            second_bandwidth_bps=bps / PAPER_MU,
-            # Measured collectives hold on the links they were measured on only.
-            fitted=cluster.fitted if bps == cluster.bandwidth_bps else {},
-        )
+        try:
+            target = replace(
+                dedicated,
+                workers=n,
+                bandwidth_bps=bps,
+                second_bandwidth_bps=bps / PAPER_MU,
+                # Measured collectives hold on the links they were measured on only.
+                fitted=cluster.fitted if bps == cluster.bandwidth_bps else {},
+            )
+        except ValueError as exc:
+            raise ConfigError(f"--workers {n}: {exc}") from None
         dense = _estimate(predictor, baseline, target).iteration
         for combo in combos:
             speedups[combo.name][(rate, n)] = dense / _estimate(predictor, combo, target).iteration
@@ -402,10 +423,30 @@ def _projection(
     for name, values in speedups.items():
         cells = [values[(rate, n)] for (rate, _), n in itertools.product(rates, sizes)]
         lines.append(f"{name:<{width}} " + " ".join(f"{v:>11.2f}x" for v in cells))
+    lines += _unfitted(cluster, sizes, [bps for _, bps in rates])
     if args.plot is not None:
         shown = [c.name for c in combos if c.headline] or list(speedups)
         _draw_projection(speedups, shown, [r for r, _ in rates], sizes, args.plot)
         lines += ["", f"plot: {args.plot}"]
+    return lines
+
+
+def _unfitted(cluster: Cluster, sizes: Sequence[int], rates: Sequence[float]) -> list[str]:
+    """A line for each measured collective that some column prices from the link instead:
+    its fits do not cover that worker count, or that column's rate is another."""
+    lines = []
+    for collective in cluster.fitted:
+        missing = [
+            f"{n}@{bps / 1e6:g}mbit"
+            for bps, n in itertools.product(rates, sizes)
+            if bps != cluster.bandwidth_bps
+            or replace(cluster, workers=n, gpus_per_node=1).fit(collective) is None
+        ]
+        if missing:
+            lines.append(
+                f"(no measured {collective} fit at {', '.join(missing)}: priced from the "
+                "link's bandwidth and latency there)"
+            )
     return lines
 
 

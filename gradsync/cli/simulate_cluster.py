@@ -5,6 +5,7 @@ links), or one described by ``--cluster FILE.yaml`` and the options that set the
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +18,9 @@ from gradsync.jobs.compose import ConfigError
 from gradsync.projection.cluster import COLLECTIVES
 from gradsync.projection.cluster_spec import (
     AlphaBetaSpec,
+    ComputeSpec,
     Described,
+    SelectionSpec,
     describes_anything,
     load,
 )
@@ -39,8 +42,18 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--collective", type=_collective, action="append", default=[])
     parser.add_argument("--latency", type=float)
     parser.add_argument("--algorithm")
-    parser.add_argument("--gpus-per-node", type=int)
+    parser.add_argument("--gpus-per-node", type=_count_of_gpus)
     parser.add_argument("--intra-bandwidth")
+
+
+def _count_of_gpus(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 1")
+    return value
 
 
 def _yaml_path(text: str) -> Path:
@@ -52,30 +65,35 @@ def _yaml_path(text: str) -> Path:
     return path
 
 
+def _costs_ok(*values: float) -> bool:
+    return all(math.isfinite(value) and value >= 0 for value in values)
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
+    if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text} must be > 0")
     return value
 
 
-def _selection(text: str) -> str:
-    """``topk=2.19e-10`` (seconds per d·log2 d) or ``topk=1e-9/element``, as a cluster key."""
+def _selection(text: str) -> tuple[str, SelectionSpec]:
+    """``topk=2.19e-10`` (seconds per d·log2 d) or ``topk=1e-9/element``."""
     name, equals, cost = text.partition("=")
-    key = "per_element" if cost.endswith(PER_ELEMENT) else "d_log2_d"
-    number = cost.removesuffix(PER_ELEMENT)
+    per_element = cost.endswith(PER_ELEMENT)
     try:
-        value = float(number)
+        value = float(cost.removesuffix(PER_ELEMENT))
     except ValueError:
         value = -1.0
-    if not (equals and name) or value < 0:
+    if not (equals and name) or not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(
             f"{text!r}: give COMPRESSOR=SECONDS (per d·log2 d) or COMPRESSOR=SECONDS/element"
         )
-    return f"selection.{name}.{key}={value!r}"
+    if per_element:
+        return name, SelectionSpec(per_element=value)
+    return name, SelectionSpec(d_log2_d=value)
 
 
 def _collective(text: str) -> tuple[str, AlphaBetaSpec]:
@@ -88,7 +106,8 @@ def _collective(text: str) -> tuple[str, AlphaBetaSpec]:
     except ValueError:
         alpha = beta = -1.0
         workers = None
-    if name not in COLLECTIVES or alpha < 0 or beta < 0 or (workers is not None and workers < 1):
+    bad_count = workers is not None and workers < 1
+    if name not in COLLECTIVES or not _costs_ok(alpha, beta) or bad_count:
         raise argparse.ArgumentTypeError(
             f"{text!r}: give COLLECTIVE=ALPHA,BETA or COLLECTIVE=ALPHA,BETA@WORKERS, with "
             f"COLLECTIVE one of {', '.join(COLLECTIVES)}"
@@ -97,15 +116,18 @@ def _collective(text: str) -> tuple[str, AlphaBetaSpec]:
 
 
 def described(args: argparse.Namespace) -> Described | None:
-    """The cluster the options describe, when they describe one (None: the job's own)."""
-    settings = [*args.selection]
-    settings += [] if args.compute is None else [f"compute.seconds={args.compute!r}"]
-    settings += [] if args.throughput is None else [f"compute.throughput={args.throughput!r}"]
+    """The cluster the options describe, when they describe one (None: the job's own). An
+    option replaces what the file says of the same thing: the compute, one compressor's
+    selection, one collective's fit at one worker count."""
     try:
-        spec = load(args.cluster, settings)
+        spec = load(args.cluster, [])
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    for name, fit in args.collective:  # a fit at the same worker count replaces the file's
+    if args.compute is not None or args.throughput is not None:
+        spec.compute = ComputeSpec(seconds=args.compute, throughput=args.throughput)
+    for name, selection in args.selection:
+        spec.selection[name] = selection
+    for name, fit in args.collective:
         fits = getattr(spec.collectives, name)
         fits[:] = [f for f in fits if f.workers != fit.workers] + [fit]
     if args.cluster is None and not describes_anything(spec):

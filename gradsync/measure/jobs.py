@@ -62,6 +62,10 @@ class Predictor:
     selection: Mapping[str, SelectionCost] = field(default_factory=dict)
     """Compression cost on a described cluster's machines, by compressor option: replaces the
     time measured here."""
+    plans_here: bool = True
+    """Whether a scheduler that fits its cost model on this host's shaped links is replayed
+    here to learn its plan (``planning.py``); False for a described cluster, where it plans
+    with the cluster's costs."""
     _measured: measured.Measurements = field(default_factory=measured.Measurements)
 
     def save(self, path: Path) -> None:
@@ -152,6 +156,9 @@ class Predictor:
             self._measured.fits[key] = planning_fit(cfg, scheduler)
         return self._measured.fits[key]
 
+    def _decisions(self, cfg: DictConfig, scheduler: str) -> dict[str, float]:
+        return self.planning_fit(cfg, scheduler) if self.plans_here else {}
+
     def machine_profile(self, cfg: DictConfig) -> tuple[ModelProfile, float]:
         """``cfg``'s profile on the cluster's machines, before any sharing of a host's cores,
         and how many times longer than here they compute (for what else was measured here)."""
@@ -216,7 +223,7 @@ class Predictor:
             .scaled(machine_factor * slower, alone=machine_factor)
             .with_selection(self.selection.get(compressor)),
             scheduler=cfg.scheduler,
-            decisions=self.planning_fit(cfg, scheduler) if decisions is None else decisions,
+            decisions=self._decisions(cfg, scheduler) if decisions is None else decisions,
             logged_plan=logged_plan,
             cores_busy_share=busy_share,
         )

@@ -31,6 +31,7 @@ from gradsync.cluster.ports import free_port
 from gradsync.config.instantiate import build
 from gradsync.data import loader_workers
 from gradsync.families import streamed_from_disk
+from gradsync.jobs.compose import ConfigError
 from gradsync.launch import Loopback, PlacesRanksHere
 from gradsync.measure import MeasurementError
 from gradsync.projection.estimates import ModelProfile
@@ -236,13 +237,13 @@ def device_name(cfg: DictConfig) -> str:
 
 
 def _profile_device(cfg: DictConfig) -> torch.device:
-    """The device the job trains on, which the profile is taken on; MeasurementError when it
-    is a GPU this host does not have."""
+    """The device the job trains on, which the profile is taken on; ConfigError when it is a
+    GPU this host does not have."""
     import torch
 
     device = torch.device(device_name(cfg))
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise MeasurementError(
+        raise ConfigError(
             "trainer.device=cuda: this host has no CUDA device to profile on; profile on a GPU "
             "node with --measurements FILE.json and pass that file here, or profile on the CPU "
             "(trainer.device=cpu) and give the cluster's compute (--compute, --cluster)"

@@ -19,12 +19,13 @@ An example, the OMGS paper's cluster (``benchmarks/clusters/omgs_p102_1gbe.yaml`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from gradsync.cluster.rates import rate_mbit
@@ -150,10 +151,30 @@ def _merged(spec: DictConfig, given: DictConfig, where: str) -> DictConfig:
         known = f"; valid keys{f' in {parent}' if parent else ''}: {valid}" if valid else ""
         raise ValueError(f"{where}: unknown key '{full_key}'{known}") from None
     except OmegaConfBaseException as exc:
-        key = getattr(exc, "full_key", "")
+        key = getattr(exc, "full_key", "") or _first_mismatch(spec, given)
         raise ValueError(f"{where}: {key + ': ' if key else ''}{_first_line(str(exc))}") from None
     assert isinstance(merged, DictConfig)
     return merged
+
+
+def _first_mismatch(spec: DictConfig, given: DictConfig, prefix: str = "") -> str:
+    """The first key of ``given`` whose kind (mapping, list or value) is not the schema's: the
+    key a merge error that names none is about."""
+    containers = (DictConfig, ListConfig)
+    for key in map(str, given):
+        if key not in spec:
+            continue
+        ours, theirs = spec._get_node(key), given._get_node(key)
+        full = f"{prefix}{key}"
+        if isinstance(ours, DictConfig) and isinstance(theirs, DictConfig):
+            inner = _first_mismatch(ours, theirs, f"{full}.")
+            if inner:
+                return inner
+        elif type(ours) is not type(theirs) and (
+            isinstance(ours, containers) or isinstance(theirs, containers)
+        ):
+            return full
+    return ""
 
 
 def _read(path: Path) -> DictConfig:
@@ -212,9 +233,11 @@ class Described:
             if len(set(counts)) != len(counts):
                 raise ValueError(f"collectives.{name}: two fits for the same worker count")
             for entry in entries:
-                if entry.alpha < 0 or entry.beta < 0 or (entry.workers or 1) < 1:
+                costs_ok = all(math.isfinite(v) and v >= 0 for v in (entry.alpha, entry.beta))
+                if not costs_ok or (entry.workers is not None and entry.workers < 1):
                     raise ValueError(
-                        f"collectives.{name}: alpha and beta must be >= 0 and workers >= 1"
+                        f"collectives.{name}: alpha and beta must be finite and >= 0, and "
+                        "workers >= 1"
                     )
             if entries:
                 fits[name] = tuple(AlphaBeta(e.alpha, e.beta, e.workers) for e in entries)

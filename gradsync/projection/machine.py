@@ -4,6 +4,7 @@ compressor's selection costs on them is ``selection.py``'s.) Torch-free."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from gradsync.projection.estimates import ModelProfile
@@ -37,8 +38,9 @@ class Compute:
         if forms[1] and any(p is None for p in passes):
             raise ValueError("compute by pass needs all of forward, backward and update")
         given = [v for v in (self.seconds, *passes, self.throughput) if v is not None]
-        if any(v < 0 for v in given) or (self.throughput is not None and self.throughput <= 0):
-            raise ValueError("compute times must be >= 0 and a throughput > 0")
+        finite = all(math.isfinite(v) and v >= 0 for v in given)
+        if not finite or (self.throughput is not None and self.throughput <= 0):
+            raise ValueError("compute times must be finite and >= 0, and a throughput > 0")
 
     def applied(self, profile: ModelProfile) -> tuple[ModelProfile, float]:
         """``profile`` on the cluster's machines, and how many times longer they compute than

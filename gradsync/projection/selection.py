@@ -17,8 +17,8 @@ class SelectionCost:
     per_element: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.d_log2_d < 0 or self.per_element < 0:
-            raise ValueError("a selection cost's coefficients must be >= 0")
+        if not all(math.isfinite(v) and v >= 0 for v in (self.d_log2_d, self.per_element)):
+            raise ValueError("a selection cost's coefficients must be finite and >= 0")
         if self.d_log2_d == 0 and self.per_element == 0:
             raise ValueError("a selection cost needs d_log2_d or per_element above 0")
 

@@ -196,7 +196,7 @@ def _check_simulate(args: list[str]) -> None:
     """Its own parser, every compressor × scheduler it compares composed (the compressor and
     scheduler options going to those that have them), and the cluster it describes."""
     from gradsync.cli import simulate
-    from gradsync.cli.simulate_cluster import described
+    from gradsync.cli.simulate_cluster import described, machines
     from gradsync.jobs.alternatives import Alternative, applies, check_somebody_has, swept
 
     parsed = simulate._parser().parse(args)
@@ -217,7 +217,7 @@ def _check_simulate(args: list[str]) -> None:
         owners or compressors[:1],
         schedulers[:1],
     )
-    described(parsed)
+    machines(described(parsed), simulate._chosen(None, "compressor"), parsed.compute_scale)
 
 
 def _check_plan(args: list[str]) -> None:

@@ -177,9 +177,20 @@ def _file(tmp_path: Path, text: str) -> Path:
         ("workers: many\n", "workers: Value 'many'"),
         ("collectives:\n  all_gather: [{alpha: 1}]\n", "collectives.all_gather[0].beta is missing"),
         ("- 1\n", "a mapping of keys, not a list"),
+        ("collectives: {all_gather: {alpha: 1, beta: 2}}\n", "collectives.all_gather: Cannot"),
+        ("compute: 0.18\n", "compute: Merge error"),
         ("a: [\n", "not a YAML cluster description"),
     ],
-    ids=["unknown-key", "unknown-nested-key", "type", "missing-beta", "list", "yaml"],
+    ids=[
+        "unknown-key",
+        "unknown-nested-key",
+        "type",
+        "missing-beta",
+        "list",
+        "fit-not-a-list",
+        "compute-not-a-mapping",
+        "yaml",
+    ],
 )
 def test_a_bad_file_is_one_line_naming_it_and_the_key(tmp_path, text, message):
     path = _file(tmp_path, text)
@@ -198,10 +209,12 @@ def test_a_bad_file_is_one_line_naming_it_and_the_key(tmp_path, text, message):
             "{alpha: 2, beta: 0, workers: 4}]\n",
             "two fits for the same worker count",
         ),
-        ("collectives:\n  all_reduce: [{alpha: -1, beta: 0}]\n", "must be >= 0"),
+        ("collectives:\n  all_reduce: [{alpha: -1, beta: 0}]\n", "must be finite and >= 0"),
         ("workers: 0\n", "workers must be >= 1"),
+        ("collectives:\n  all_reduce: [{alpha: .nan, beta: 0}]\n", "must be finite"),
+        ("collectives:\n  all_reduce: [{alpha: 1, beta: 0, workers: 0}]\n", "workers >= 1"),
     ],
-    ids=["rate", "algorithm", "duplicate-fit", "negative-fit", "workers"],
+    ids=["rate", "algorithm", "duplicate-fit", "negative-fit", "workers", "nan", "fit-workers"],
 )
 def test_a_bad_cluster_is_refused_where_it_is_built(tmp_path, text, message):
     described = Described(load(_file(tmp_path, text), []))
@@ -291,3 +304,47 @@ def test_mgs_on_the_papers_cluster_is_eqs_5_to_9_over_53_groups(selection, selec
     estimate = predict("mgs", job)
     assert estimate.iteration == pytest.approx(0.06 + link, rel=1e-6)
     assert estimate.groups == 53
+
+
+# ---- the command's options over the file -------------------------------------------------------
+def _described(*args: str) -> Described | None:
+    from gradsync.cli.simulate import _parser
+    from gradsync.cli.simulate_cluster import described
+
+    parsed = _parser().parse(list(args))
+    assert parsed is not None
+    return described(parsed)
+
+
+def test_an_option_replaces_what_the_file_says_of_the_same_thing():
+    file = ("--cluster", str(OMGS_CLUSTER))
+    assert _described(*file, "--throughput", "88").compute() == Compute(throughput=88.0)
+    per_element = _described(*file, "--selection", "topk=3e-9/element").selection(["topk"])
+    assert per_element == {"topk": SelectionCost(per_element=3e-9)}  # not added to the file's
+    refit = _described(*file, "--collective", "all_gather=0.02,1e-8@16").fitted()
+    assert refit["all_gather"][-1] == AlphaBeta(0.02, 1e-8, 16)
+    assert [fit.workers for fit in refit["all_gather"]] == [2, 4, 8, 16]
+    assert _described("--compute-scale", "0.5") is None  # the job's own cluster, scaled
+
+
+def test_a_described_cluster_plans_with_its_own_costs_not_a_fit_made_here():
+    from gradsync.jobs.compose import compose_jobs
+    from gradsync.measure.jobs import Predictor
+    from gradsync.measure.planning import fits_here
+
+    overrides = ["scheduler=omgs", "compressor=topk", "compressor.exchange=allgather"]
+    (cfg,) = compose_jobs(
+        [*overrides, "runner=netem"], multirun=False, launcher_here=False, machine=False
+    )
+    assert fits_here("omgs", cfg)  # on this host's shaped links it would fit in place
+    assert Predictor(plans_here=False)._decisions(cfg, "omgs") == {}
+
+
+def test_the_projection_names_the_columns_a_fit_does_not_cover():
+    from gradsync.cli.simulate import _unfitted
+
+    cluster = Described(load(OMGS_CLUSTER, [])).cluster(Cluster(workers=2, bandwidth_bps=GBIT))
+    (line,) = _unfitted(cluster, [8, 16, 32], [GBIT, 10 * GBIT])
+    assert "all_gather" in line
+    assert "32@1000mbit" in line and "16@10000mbit" in line and "16@1000mbit" not in line
+    assert _unfitted(cluster, [16], [GBIT]) == []

@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradsync.jobs.compose import compose_jobs
-from gradsync.measure import MeasurementError
+from gradsync.jobs.compose import ConfigError, compose_jobs
 from gradsync.measure.jobs import profile_key
 from gradsync.measure.profile import profile_job
 
@@ -27,7 +26,7 @@ def test_a_gpus_profile_is_kept_apart_and_the_cpus_key_is_as_before():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this host has a CUDA device")
 def test_profiling_on_a_gpu_this_host_lacks_says_what_to_do():
-    with pytest.raises(MeasurementError, match="no CUDA device to profile on; profile on a GPU"):
+    with pytest.raises(ConfigError, match="no CUDA device to profile on; profile on a GPU"):
         profile_job(_mlp("trainer.device=cuda"))
 
 
