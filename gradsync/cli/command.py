@@ -14,6 +14,23 @@ from gradsync.measure import MeasurementError
 HELP_FLAGS = ("-h", "--help")
 
 
+def bounded(
+    parse: Callable[[str], float], what: str, allowed: Callable[[float], bool], rule: str
+) -> Callable[[str], Any]:
+    """An argparse type: ``parse`` the text, then check it keeps to ``rule``."""
+
+    def convert(text: str) -> float:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not allowed(value):
+            raise argparse.ArgumentTypeError(f"{text} must be {rule}")
+        return value
+
+    return convert
+
+
 class CommandParser(argparse.ArgumentParser):
     """argparse for ``gradsync COMMAND``. A mistake raises ConfigError, one line that names the
     command's --help, instead of argparse's usage text and exit; ``parse`` returns None after

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from gradsync.algorithms.simulator import PAPER_MU
-from gradsync.cli.command import CommandParser, docstring_help, print_or_fail
+from gradsync.cli.command import CommandParser, bounded, docstring_help, print_or_fail
 from gradsync.cli.simulate_cluster import (
     add_cluster_options,
     describe,
@@ -69,6 +69,7 @@ from gradsync.cli.simulate_cluster import (
     machines,
     machines_line,
 )
+from gradsync.cluster.rates import bits_per_s
 from gradsync.jobs.alternatives import (
     Alternative,
     applies,
@@ -145,25 +146,8 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
-def _bounded(
-    parse: Callable[[str], float], what: str, allowed: Callable[[float], bool], rule: str
-) -> Callable[[str], float]:
-    """An argparse type: ``parse`` the text, then check it keeps to ``rule``."""
-
-    def convert(text: str) -> float:
-        try:
-            value = parse(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not allowed(value):
-            raise argparse.ArgumentTypeError(f"{text} must be {rule}")
-        return value
-
-    return convert
-
-
-_count = _bounded(int, "a whole number", lambda value: value >= 0, ">= 0")
-_positive = _bounded(float, "a number", lambda value: value > 0, "> 0")
+_count = bounded(int, "a whole number", lambda value: value >= 0, ">= 0")
+_positive = bounded(float, "a number", lambda value: value > 0, "> 0")
 
 
 def _json_path(text: str) -> Path:
@@ -376,9 +360,6 @@ def _check_probe_fits_here(cfg: DictConfig, cluster: Cluster) -> None:
 
 def _rates(asked: list[str] | None, cluster: Cluster) -> list[tuple[str, float]]:
     """(as written, bits/s) of every ``--bandwidths`` rate; the job's own when none."""
-    # Deferred for start-up: it imports torch, which this module's importers may not need.
-    from gradsync.measure.jobs import bits_per_s
-
     try:
         rates = [(rate, bits_per_s(rate, name="--bandwidths")) for rate in asked or []]
     except ValueError as exc:

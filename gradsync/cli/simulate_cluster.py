@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
-from gradsync.cluster.rates import rate_mbit
+from gradsync.cli.command import bounded
+from gradsync.cluster.rates import bits_per_s
 from gradsync.jobs.compose import ConfigError
 from gradsync.projection.cluster import COLLECTIVES
 from gradsync.projection.cluster_spec import (
@@ -46,16 +47,6 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--intra-bandwidth")
 
 
-def _count_of_gpus(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be >= 1")
-    return value
-
-
 def _yaml_path(text: str) -> Path:
     path = Path(text)
     if path.suffix.lower() not in (".yaml", ".yml"):
@@ -65,18 +56,12 @@ def _yaml_path(text: str) -> Path:
     return path
 
 
+_count_of_gpus = bounded(int, "a whole number", lambda value: value >= 1, ">= 1")
+_seconds = bounded(float, "a number", lambda value: math.isfinite(value) and value > 0, "> 0")
+
+
 def _costs_ok(*values: float) -> bool:
     return all(math.isfinite(value) and value >= 0 for value in values)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text} must be > 0")
-    return value
 
 
 def _selection(text: str) -> tuple[str, SelectionSpec]:
@@ -171,7 +156,7 @@ def job_cluster(
             cluster = description.cluster(cluster)
         intra = cluster.intra_bandwidth_bps
         if args.intra_bandwidth:
-            intra = rate_mbit(args.intra_bandwidth, name="--intra-bandwidth") * 1e6
+            intra = bits_per_s(args.intra_bandwidth, name="--intra-bandwidth")
         return replace(
             cluster,
             latency_s=cluster.latency_s if args.latency is None else args.latency,

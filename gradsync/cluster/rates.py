@@ -32,3 +32,8 @@ def rate_mbit(rate: str, *, name: str = "bandwidth") -> float:
             f"{name} {rate!r} is not a rate like 100mbit or 1gbit (units: bit, kbit, mbit, gbit)"
         )
     return float(match.group(1)) * _MBIT_PER_UNIT[match.group(2)]
+
+
+def bits_per_s(rate: str, *, name: str = "bandwidth") -> float:
+    """A ``tc`` rate (``100mbit``, ``1gbit``) in bits per second; ValueError names ``name``."""
+    return rate_mbit(rate, name=name) * 1e6

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
+from gradsync.cluster.rates import DEFAULT_RATE, bits_per_s
 from gradsync.config.instantiate import build
 from gradsync.families import runner_schema
 from gradsync.measure import measured
@@ -22,12 +22,6 @@ from gradsync.projection.estimates import Estimate, Job, ModelProfile, Wire
 from gradsync.projection.machine import Compute
 from gradsync.projection.selection import SelectionCost
 from gradsync.schedulers.costs import predict
-
-
-def bits_per_s(rate: str, *, name: str = "bandwidth") -> float:
-    """A tc-style rate (``100mbit``, ``1gbit``) in bits per second; ValueError names ``name``."""
-
-    return rate_mbit(rate, name=name) * 1e6
 
 
 def cluster_for(cfg: DictConfig) -> Cluster:

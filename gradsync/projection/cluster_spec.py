@@ -28,7 +28,7 @@ import yaml
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
-from gradsync.cluster.rates import rate_mbit
+from gradsync.cluster.rates import bits_per_s
 from gradsync.projection.cluster import ALGORITHMS, AlphaBeta, Cluster
 from gradsync.projection.machine import Compute
 from gradsync.projection.selection import SelectionCost
@@ -207,10 +207,10 @@ class Described:
         s = self.spec
         bandwidth = job_cluster.bandwidth_bps
         if s.bandwidth is not None:
-            bandwidth = rate_mbit(s.bandwidth, name="bandwidth") * 1e6
+            bandwidth = bits_per_s(s.bandwidth, name="bandwidth")
         intra = job_cluster.intra_bandwidth_bps
         if s.intra_bandwidth is not None:
-            intra = rate_mbit(s.intra_bandwidth, name="intra_bandwidth") * 1e6
+            intra = bits_per_s(s.intra_bandwidth, name="intra_bandwidth")
         if s.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm {s.algorithm!r}: use {' or '.join(ALGORITHMS)}")
         return replace(
