@@ -59,10 +59,13 @@ bench: install
 
 # On a machine with a CUDA GPU, in at most 8 minutes: the plain PyTorch limits, schedulers x
 # compressors, the compression kernels and `pytest -m gpu`; writes BENCHMARKS.md's "On one GPU"
-# section. No install step: where there is no .venv (a GPU machine whose python has torch and
-# the other dependencies on PYTHONPATH) it runs with $(PYTHON).
+# section and keeps its log, the tests' JUnit XML and the tables' rows in benchmarks/results/gpu/.
+# GPU_OPTIONS go to the command (e.g. GPU_OPTIONS="--minutes 20", "--tests-only"). No install
+# step: where there is no .venv (a GPU machine whose python has torch and the other
+# dependencies on PYTHONPATH) it runs with $(PYTHON).
+GPU_OPTIONS ?=
 bench-gpu:
-	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -m benchmarks.gpu
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -m benchmarks.gpu $(GPU_OPTIONS)
 
 # Each paper's headline at small scale under runner=netem (root), then the simulator's check
 # against those runs and its projection to 16-512 workers; about an hour on two cores.

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from benchmarks.gpu_jobs import compose_job, on_device
-from benchmarks.gpu_tables import GOAL_HEADER, Goal, goal_cells, markdown_table, number, one_line
+from benchmarks.gpu_tables import GOAL_HEADER, Goal, goal_cells, markdown_table, number, reported
 from benchmarks.measure import median_time
 from gradsync.comm.collective import TorchCollective
 from gradsync.compressors.sparse import density_k
@@ -113,7 +113,7 @@ def kernel_rows(
             roundtrip = _roundtrip(compressor, flat, group)
             timed.append((option, median_time(roundtrip, repeats, device), limit, None))
         except Exception as exc:  # a row that says why, and the others still measured
-            timed.append((option, None, limit, one_line(exc)))
+            timed.append((option, None, limit, reported(exc)))
     own = [KernelRow(model, "", seconds, name, seconds) for name, seconds in limits.items()]
     return own + [
         KernelRow(model, option, seconds, limit, limits[limit], goal_of(option), error)

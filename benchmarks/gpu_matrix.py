@@ -42,7 +42,7 @@ from benchmarks.gpu_tables import (
     goal_cells,
     markdown_table,
     number,
-    one_line,
+    reported,
 )
 from benchmarks.measure import alternating_medians, block_time
 from gradsync.comm.collective import TorchCollective
@@ -168,7 +168,7 @@ def measure_matrix(
             step, sync = _synced_step(job, workload, device, workers)
             block_time(step, sizes.warmup, device)
         except Exception as exc:  # a row that says why, and the others still measured
-            errors[job] = one_line(exc)  # (a failed scheduler's thread is a daemon: left)
+            errors[job] = reported(exc)  # (a failed scheduler's thread is a daemon: left)
         else:
             steps[job] = step
             syncs.append(sync)

@@ -1,6 +1,7 @@
 """``pytest -m gpu`` as the last piece of ``benchmarks.gpu``: a subprocess whose output goes to
 the console as it comes, stopped when the command's minutes run out the way Ctrl-C stops it
-(so pytest still prints its summary of what ran)."""
+(so pytest still prints its summary of what ran). It reports every test's outcome (``-rA``)
+and every failure's traceback in full (``--tb=long``), and writes a JUnit XML file."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from pathlib import Path
 from benchmarks.measure import kill_group
 
 REPO = Path(__file__).resolve().parents[1]
-COMMAND = ("-m", "pytest", "-m", "gpu", "-o", "addopts=", "-q", "-p", "no:cacheprovider")
+PYTEST = ("-m", "gpu", "-o", "addopts=", "-rA", "--tb=long", "--durations=15")
+"""pytest's options: the ``gpu`` tests without the project's default options (``addopts``),
+every outcome reported and every failure's traceback in full, and the slowest tests named."""
+COMMAND = ("-m", "pytest", *PYTEST, "-p", "no:cacheprovider")
 SUMMARY = re.compile(r"\b(passed|failed|errors?|skipped|deselected|no tests ran)\b.* in [\d.]+s")
 SUMMARY_GRACE_S = 30.0
 """How long pytest has, once interrupted, to stop its tests and print its summary."""
@@ -43,10 +47,14 @@ def summary_line(output: str) -> str:
     return found[-1] if found else "no summary line: pytest ended before printing one"
 
 
-def gpu_tests(timeout_s: float, selection: Sequence[str] = ()) -> TestsResult:
+def gpu_tests(
+    timeout_s: float, selection: Sequence[str] = (), junit: Path | None = None
+) -> TestsResult:
     """``pytest -m gpu`` (on ``selection``: test paths, default the whole suite) from the
-    repository root; stopped after ``timeout_s`` seconds."""
-    command = [sys.executable, *COMMAND, *selection]
+    repository root; stopped after ``timeout_s`` seconds. With ``junit``, its JUnit XML file
+    there."""
+    xml = [] if junit is None else [f"--junitxml={junit.resolve()}"]
+    command = [sys.executable, *COMMAND, *xml, *selection]
     lines: list[str] = []
     with subprocess.Popen(
         command,

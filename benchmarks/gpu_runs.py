@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.gpu_tables import one_line
+from benchmarks.gpu_tables import reported
 from benchmarks.measure import run_job
 from gradsync.metrics.summary import read_metrics
 
@@ -80,4 +80,4 @@ def measured_run(
     try:
         return RunResult(steady(run_job(job, run_dir, timeout=timeout)))
     except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
-        return RunResult(None, one_line(exc))
+        return RunResult(None, reported(exc))

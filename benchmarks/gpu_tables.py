@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -63,3 +65,10 @@ def one_line(error: BaseException) -> str:
     comes last in what it printed)."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return f"{type(error).__name__}: {lines[-1] if lines else ''}".replace("|", "/")
+
+
+def reported(error: BaseException) -> str:
+    """``one_line(error)`` for a table cell, once its whole traceback is printed on stderr
+    (which the command's log keeps)."""
+    traceback.print_exception(error, file=sys.stderr)
+    return one_line(error)

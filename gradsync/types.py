@@ -147,10 +147,18 @@ class Compressor(Protocol):
         ...
 
     def state_dict(self) -> dict[str, Any]:
-        """What the compressor keeps across steps (saved in checkpoints; empty when nothing)."""
+        """What the compressor keeps across steps, for checkpoints only (on the host; empty
+        when nothing)."""
         ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+    def snapshot(self) -> object:
+        """What it keeps now, copied where it lives (never through the host), for ``restore``:
+        an fp16 step that every worker skips gives it back. None when it keeps nothing."""
+        ...
+
+    def restore(self, snapshot: object) -> None: ...
 
 
 @runtime_checkable
@@ -187,9 +195,18 @@ class ErrorFeedback(Protocol):
         live, read when metrics are logged (no host sync per step)."""
         ...
 
-    def state_dict(self) -> dict[str, Tensor]: ...
+    def state_dict(self) -> dict[str, Tensor]:
+        """The memory for a checkpoint, on the host (never taken while training)."""
+        ...
 
     def load_state_dict(self, state: Mapping[str, Tensor]) -> None: ...
+
+    def residuals(self) -> dict[str, Tensor]:
+        """The memory by name as it is now, where it lives, without a copy: what a scheduler
+        that changes its groups cuts anew (``replace_residuals``) on the device."""
+        ...
+
+    def replace_residuals(self, residuals: Mapping[str, Tensor]) -> None: ...
 
     def snapshot(self) -> object:
         """The memory as it is now, kept where it lives and without a copy, for ``restore``

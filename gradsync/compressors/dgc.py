@@ -169,13 +169,25 @@ class DGCCompressor(ExchangedSparsifier):
 
     # ---- checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {}
+        return {key: tensor.cpu() for key, tensor in self._state().items()}
+
+    def snapshot(self) -> object:
+        return self._state()
+
+    def restore(self, snapshot: object) -> None:
+        assert isinstance(snapshot, dict)
+        self.load_state_dict(snapshot)
+
+    def _state(self) -> dict[str, Tensor]:
+        """u and v per group and the clipping's previous norm, copied where they live (u and v
+        change in place as the next steps accumulate)."""
+        state: dict[str, Tensor] = {}
         for name, memory in self._memory.items():
-            state[f"u/{name}"] = memory.u.detach().cpu().clone()
-            state[f"v/{name}"] = memory.v.detach().cpu().clone()
+            state[f"u/{name}"] = memory.u.detach().clone()
+            state[f"v/{name}"] = memory.v.detach().clone()
         previous = self._clip.state()
         if previous is not None:
-            state[CLIP_KEY] = previous.detach().cpu().clone()
+            state[CLIP_KEY] = previous.detach().clone()
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

@@ -314,6 +314,17 @@ class PowerSGDCompressor(DensitySchedule):
         return flat[m.offset : m.offset + m.rows * m.cols].view(1, m.rows, m.cols)
 
     def state_dict(self) -> dict[str, Any]:
+        """The errors and Q's where they live (a checkpoint moves them to the host)."""
+        return self._state()
+
+    def snapshot(self) -> object:
+        return self._state()
+
+    def restore(self, snapshot: object) -> None:
+        assert isinstance(snapshot, dict)
+        self.load_state_dict(snapshot)
+
+    def _state(self) -> dict[str, Any]:
         self._take_over_all()
         return {
             "errors": {k: v.detach().clone() for k, v in self._errors.items()},

@@ -17,3 +17,9 @@ class Stateless:
             raise ValueError(
                 f"{type(self).__name__} keeps no state, but the checkpoint has {sorted(state)}"
             )
+
+    def snapshot(self) -> object:
+        return None
+
+    def restore(self, snapshot: object) -> None:
+        return None

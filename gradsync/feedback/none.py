@@ -35,6 +35,12 @@ class NoneFeedback:
     def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
         return None
 
+    def residuals(self) -> dict[str, Tensor]:
+        return {}
+
+    def replace_residuals(self, residuals: Mapping[str, Tensor]) -> None:
+        return None
+
     def snapshot(self) -> object:
         return None
 

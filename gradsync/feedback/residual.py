@@ -31,9 +31,14 @@ def _sum_of_squares(tensor: Tensor) -> Tensor:
 
 
 def memory_norm(tensors: Iterable[Tensor]) -> Tensor:
-    """The L2 norm of all of ``tensors`` together, a 0-d tensor where they live (0 for none)."""
+    """The L2 norm of all of ``tensors`` together, a 0-d tensor where the first lives (0 for
+    none). Tensors on other devices (state restored on the host, not yet moved) are summed
+    there and their 0-d sums brought over."""
     squares = [_sum_of_squares(t) for t in tensors]
-    return torch.stack(squares).sum().sqrt() if squares else torch.zeros(())
+    if not squares:
+        return torch.zeros(())
+    device = squares[0].device
+    return torch.stack([s.to(device) for s in squares]).sum().sqrt()
 
 
 class ResidualFeedback:
@@ -78,6 +83,12 @@ class ResidualFeedback:
 
     def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
         self._residuals = {name: r.clone() for name, r in state.items()}
+
+    def residuals(self) -> dict[str, Tensor]:
+        return dict(self._residuals)
+
+    def replace_residuals(self, residuals: Mapping[str, Tensor]) -> None:
+        self._residuals = dict(residuals)
 
     def snapshot(self) -> object:
         # ``update`` replaces a residual and never writes into one, so holding the current

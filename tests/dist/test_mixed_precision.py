@@ -67,6 +67,13 @@ class CountingTopK(TopKCompressor):
     def load_state_dict(self, state: Any) -> None:
         self.calls = state.get("calls", 0)
 
+    def snapshot(self) -> object:
+        return self.calls
+
+    def restore(self, snapshot: object) -> None:
+        assert isinstance(snapshot, int)
+        self.calls = snapshot
+
 
 def _model() -> nn.Module:
     torch.manual_seed(0)

@@ -1,5 +1,6 @@
 """Run a function on N real ranks (spawned processes, FileStore rendezvous in tmp_path): gloo on
-the CPU, NCCL with rank r on GPU r, or gloo with every rank on GPU 0 (``SHARED_GPU``)."""
+the CPU, NCCL with rank r on GPU r, gloo with every rank on GPU 0 (``SHARED_GPU``), or on the
+CPU over a group that keeps NCCL's contract (``NCCL_DOUBLE``, ``nccl_double.py``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 SHARED_GPU = "cuda-shared"
+NCCL_DOUBLE = "nccl-double"
 
 
 def _entry(
@@ -35,6 +37,11 @@ def _entry(
             backend, bound = "nccl", torch.device("cuda", rank)
         elif device == SHARED_GPU:  # every rank on GPU 0, talking gloo (as gradsync places them)
             torch.cuda.set_device(0)
+        elif device == NCCL_DOUBLE:
+            from tests.helpers import nccl_double
+
+            nccl_double.register()
+            backend = nccl_double.BACKEND
         dist.init_process_group(
             backend,
             init_method=f"file://{store}",
@@ -63,7 +70,8 @@ def run_world(
 
     ``fn`` must be importable (module level) because ranks are spawned interpreters.
     ``device="cuda"``: the ranks talk over NCCL, rank r on GPU r (its current device);
-    ``SHARED_GPU``: over gloo, every rank's current device GPU 0. Results come back through
+    ``SHARED_GPU``: over gloo, every rank's current device GPU 0; ``NCCL_DOUBLE``: on the CPU,
+    over a default group that keeps NCCL's contract. Results come back through
     pickles, so ``fn`` returns CPU tensors.
     """
     tmp_path.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,17 @@
 """The pieces of ``python -m benchmarks.gpu`` that start processes, on the CPU at a small size:
 the limits beside a real ``gradsync run``, a parameter server's real run against the host's
-limit, ``pytest -m gpu`` stopped in time, and the command's refusal where there is no GPU."""
+limit, ``pytest -m gpu`` stopped in time and keeping every outcome and traceback (in a JUnit
+XML file too), the log that keeps everything printed, and the command's refusal where there is
+no GPU."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import textwrap
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +21,7 @@ from benchmarks.gpu_jobs import Sizes
 from benchmarks.gpu_limits import DATA_GOAL, SPEED_GOAL, limit_rows, limits_table
 from benchmarks.gpu_matrix import DENSE, REFERENCE, MatrixJob, matrix_on_workers
 from benchmarks.gpu_pytest import gpu_tests
+from benchmarks.gpu_results import RESULTS
 from benchmarks.gpu_runs import RunSizes
 from benchmarks.gpu_servers import host_limit, server_rows, servers_table
 from benchmarks.gpu_tables import goal_cells
@@ -76,11 +82,17 @@ def test_the_gpu_tests_report_their_summary_and_stop_in_time():
     assert str(stopped).endswith("(stopped after 0 s, the time left)")
 
 
-def test_without_cuda_the_command_refuses_in_one_line_and_writes_nothing():
+def _kept(folder: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in folder.rglob("*")} if folder.exists() else {}
+
+
+@pytest.mark.parametrize("options", [[], ["--tests-only", "--minutes", "1", "--results", "KEEP"]])
+def test_without_cuda_the_command_refuses_in_one_line_and_writes_nothing(options, tmp_path):
     benchmarks_md = REPO / "BENCHMARKS.md"
-    before = benchmarks_md.read_bytes()
+    before, kept = benchmarks_md.read_bytes(), _kept(RESULTS)
+    argv = [str(tmp_path / "kept") if o == "KEEP" else o for o in options]
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.gpu"],
+        [sys.executable, "-m", "benchmarks.gpu", *argv],
         cwd=REPO,
         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},  # no GPU visible, on any machine
         capture_output=True,
@@ -95,6 +107,89 @@ def test_without_cuda_the_command_refuses_in_one_line_and_writes_nothing():
     ]
     assert result.stdout == ""
     assert benchmarks_md.read_bytes() == before
+    assert _kept(RESULTS) == kept
+    assert not (tmp_path / "kept").exists()
+
+
+GPU_TESTS = """
+import pytest
+
+
+def inner():
+    assert 1 + 1 == 3, "the innermost frame"
+
+
+def middle():
+    note = "a line of the middle frame, which only a long traceback shows"
+    inner()
+
+
+@pytest.mark.gpu
+def test_fails():
+    middle()
+
+
+@pytest.mark.gpu
+def test_skips():
+    pytest.skip("no device for it")
+
+
+def test_not_marked():
+    pass
+"""
+
+
+def test_the_gpu_tests_keep_every_outcome_and_whole_tracebacks_in_a_junit_file(tmp_path, capsys):
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers = gpu: needs CUDA GPUs\n")
+    selection = tmp_path / "test_gpu_selection.py"
+    selection.write_text(textwrap.dedent(GPU_TESTS))
+    done = gpu_tests(120, [str(selection)], junit=tmp_path / "tests.xml")
+    assert done.summary.startswith("1 failed, 1 skipped, 1 deselected in ")
+    assert done.returncode == 1 and done.stopped_after_s is None
+    printed = capsys.readouterr().err
+    middle = "a line of the middle frame, which only a long traceback shows"
+    assert middle in printed and "the innermost frame" in printed
+    summary = printed.split("short test summary info", 1)[1]  # -rA: every outcome
+    assert re.search(r"^FAILED \S*test_gpu_selection.py::test_fails\b", summary, re.M)
+    assert re.search(
+        r"^SKIPPED \[1\] \S*test_gpu_selection.py:\d+: no device for it", summary, re.M
+    )
+    suite = ET.parse(tmp_path / "tests.xml").getroot().find("testsuite")
+    assert suite is not None
+    counts = {key: suite.get(key) for key in ("tests", "failures", "skipped", "errors")}
+    assert counts == {"tests": "2", "failures": "1", "skipped": "1", "errors": "0"}
+    failure = suite.find("testcase[@name='test_fails']/failure")
+    assert failure is not None and middle in (failure.text or "")
+
+
+TEE = """
+import os, subprocess, sys
+from pathlib import Path
+from benchmarks.gpu_results import tee_output
+with tee_output(Path(sys.argv[1])):
+    print("printed")
+    print("on stderr", file=sys.stderr)
+    os.write(1, b"written to the descriptor\\n")
+    subprocess.run([sys.executable, "-c", "print('a child process')"], check=True)
+print("after the log")
+"""
+
+
+def test_the_log_keeps_everything_printed_while_the_console_shows_it(tmp_path):
+    log = tmp_path / "gpu.log"
+    result = subprocess.run(
+        [sys.executable, "-c", TEE, str(log)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    kept = ["printed", "written to the descriptor", "a child process"]
+    assert result.stdout.splitlines() == [*kept, "after the log"]
+    assert result.stderr.splitlines() == ["on stderr"]
+    assert sorted(log.read_text().splitlines()) == sorted([*kept, "on stderr"])
 
 
 @pytest.mark.slow  # two spawned workers: seconds each to start

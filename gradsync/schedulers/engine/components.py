@@ -4,7 +4,6 @@ when the job has one, and (once attached) its one communication thread."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch.optim import Optimizer
+from torch.utils._pytree import tree_map_only
 
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread
@@ -47,12 +47,15 @@ class SyncComponents:
         ``loss_scaling`` are given one (their ``step`` ends in ``apply_update``)."""
         self._comm: CommThread | None = None
         self._queued: QueuedCollective | None = None
-        self._before_step: tuple[object, dict[str, Any]] | None = None
+        self._device: torch.device | None = None
+        """Where the model lives, once attached: where restored state goes."""
+        self._before_step: tuple[object, object] | None = None
 
     def start_comm(self, device: torch.device) -> tuple[CommThread, StepTimer]:
         """The scheduler's one communication thread (and CUDA stream) and its step timer on
         ``device``. From now on the compressor's collectives, and the loop's metrics, are jobs
         for that thread, in its one order."""
+        self._device = device
         comm, timer = CommThread(device), StepTimer(device)
         self._comm, self._queued = comm, QueuedCollective(self.collective, comm, timer)
         self.compressor.bind(self._queued)
@@ -135,12 +138,10 @@ class SyncComponents:
     # ---- fp16: every worker steps, or every worker skips ------------------------------------
     def _remember_state(self) -> None:
         """Before the step's first compression: what a skipped step must give back (the
-        residuals as they are, kept without a copy; the compressor's small state, copied)."""
+        residuals as they are, kept without a copy; the compressor's state, copied where it
+        lives: ``state_dict`` is the checkpoints', through the host)."""
         if self._before_step is None:
-            self._before_step = (
-                self.feedback.snapshot(),
-                copy.deepcopy(self.compressor.state_dict()),
-            )
+            self._before_step = (self.feedback.snapshot(), self.compressor.snapshot())
 
     def agree_on_overflow(self) -> Callable[[], Tensor | None]:
         """fp16: after the step's exchanges, in the communication thread's order, the maximum
@@ -166,7 +167,7 @@ class SyncComponents:
         if not stepped and self._before_step is not None:
             feedback, compressor = self._before_step
             self.feedback.restore(feedback)
-            self.compressor.load_state_dict(compressor)
+            self.compressor.restore(compressor)
             mark_stepped(optimizer)  # the LR schedule moves on, as it does under DDP's AMP
         self._before_step = None
         return stepped
@@ -176,6 +177,10 @@ class SyncComponents:
         return {"feedback": self.feedback.state_dict(), "compressor": self.compressor.state_dict()}
 
     def load_components_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what ``components_state`` saved, onto the model's device once attached (a
+        checkpoint is read on the host; state left there would mix devices with the rest)."""
+        if self._device is not None:
+            state = tree_map_only(Tensor, lambda t: t.to(self._device), dict(state))
         self.feedback.load_state_dict(state["feedback"])
         # A checkpoint written before compressors kept state has none.
         self.compressor.load_state_dict(state.get("compressor", {}))

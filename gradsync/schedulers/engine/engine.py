@@ -37,6 +37,7 @@ from gradsync.schedulers.engine.group_info import GroupLayout
 from gradsync.schedulers.engine.loss_scale import LossScale
 from gradsync.schedulers.engine.queued_collective import AGREE
 from gradsync.schedulers.engine.ready_order import ReadyOrder
+from gradsync.schedulers.engine.residuals import flat_residual
 from gradsync.schedulers.engine.step_timer import StepTimer
 from gradsync.types import Collective, Compressor, ErrorFeedback, GroupInfo, Payload, SyncStats
 
@@ -132,19 +133,19 @@ class ExchangeEngine(SyncComponents):
         self._buffers.clear()
 
     def _regroup_residuals(self, plan: Plan) -> None:
-        state = self.feedback.state_dict()
-        if not state:
+        """Every tensor's residual carried from its old group to its new one, on the device."""
+        residuals = self.feedback.residuals()
+        if not residuals:
             return
         sizes = self.sizes()
-        like = self._params[0]  # a group without a residual yet has none: zeros where it lives
+        like = self._params[0]
         per_tensor: dict[int, Tensor] = {}
         for g, group in enumerate(self._groups):  # still the old plan's
             order = model_order(group)
             numel = sum(sizes[i] for i in order)
-            missing = torch.zeros(numel, dtype=like.dtype, device=like.device)
-            residual = state.get(self.group_name(g), missing).reshape(-1)
+            residual = flat_residual(residuals, self.group_name(g), numel, like=like)
             per_tensor.update(zip(order, residual.split([sizes[i] for i in order]), strict=True))
-        self.feedback.load_state_dict(
+        self.feedback.replace_residuals(
             {
                 self.group_name(g): torch.cat([per_tensor[i] for i in model_order(group)])
                 for g, group in enumerate(groups_of(plan))
