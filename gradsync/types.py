@@ -147,8 +147,8 @@ class Compressor(Protocol):
         ...
 
     def state_dict(self) -> dict[str, Any]:
-        """What the compressor keeps across steps, for checkpoints only (on the host; empty
-        when nothing)."""
+        """What the compressor keeps across steps, for checkpoints only (never taken while
+        training; read back on the host); empty when it keeps nothing."""
         ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...

@@ -67,6 +67,14 @@ class _Memory:
 PieceKey = tuple[int, int, int | None]
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    memory: dict[str, _Memory]
+    loose: dict[PieceKey, tuple[Tensor, Tensor]]
+    """Loose pieces are never written in place (a group assembles copies of them)."""
+    clip: Tensor | None
+
+
 def _key(part: TensorPart) -> PieceKey:
     return (part.index, part.start, part.stop)
 
@@ -167,27 +175,31 @@ class DGCCompressor(ExchangedSparsifier):
         """The norm of v: what DGC has accumulated and not sent, its error memory."""
         return memory_norm(memory.v for memory in self._memory.values())
 
-    # ---- checkpoints -------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        return {key: tensor.cpu() for key, tensor in self._state().items()}
-
+    # ---- an fp16 step that every worker skips: the memory back as it was ---------------------
     def snapshot(self) -> object:
-        return self._state()
+        """u and v copied on their device (they change in place as steps accumulate), with
+        the tensors each group holds and the pieces a re-plan left loose, so a step after the
+        restore may still re-plan; the clipping's previous norm."""
+        memory = {
+            name: _Memory(m.u.detach().clone(), m.v.detach().clone(), m.parts)
+            for name, m in self._memory.items()
+        }
+        return _Snapshot(memory, dict(self._loose), self._clip.state())
 
     def restore(self, snapshot: object) -> None:
-        assert isinstance(snapshot, dict)
-        self.load_state_dict(snapshot)
+        assert isinstance(snapshot, _Snapshot)
+        self._memory, self._loose = dict(snapshot.memory), dict(snapshot.loose)
+        self._clip.restore(snapshot.clip)
 
-    def _state(self) -> dict[str, Tensor]:
-        """u and v per group and the clipping's previous norm, copied where they live (u and v
-        change in place as the next steps accumulate)."""
-        state: dict[str, Tensor] = {}
+    # ---- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {}
         for name, memory in self._memory.items():
-            state[f"u/{name}"] = memory.u.detach().clone()
-            state[f"v/{name}"] = memory.v.detach().clone()
+            state[f"u/{name}"] = memory.u.detach().to("cpu", copy=True)
+            state[f"v/{name}"] = memory.v.detach().to("cpu", copy=True)
         previous = self._clip.state()
         if previous is not None:
-            state[CLIP_KEY] = previous.detach().clone()
+            state[CLIP_KEY] = previous.detach().to("cpu", copy=True)
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

@@ -52,7 +52,6 @@ def _copied_ahead(
     batches: Iterable[Sequence[Tensor]], device: torch.device
 ) -> Iterator[tuple[Tensor, ...]]:
     side = torch.cuda.Stream(device)
-    compute = torch.cuda.current_stream(device)
 
     def start(batch: Sequence[Tensor]) -> tuple[tuple[Tensor, ...], torch.cuda.Event]:
         with torch.cuda.stream(side):  # left at once: the side stream is never left current
@@ -63,6 +62,7 @@ def _copied_ahead(
 
     def finish(started: tuple[tuple[Tensor, ...], torch.cuda.Event]) -> tuple[Tensor, ...]:
         copied, done = started
+        compute = torch.cuda.current_stream(device)  # the stream of whoever takes the batch
         compute.wait_event(done)  # not wait_stream: that would wait for the next copy too
         for tensor in copied:
             tensor.record_stream(compute)

@@ -8,6 +8,7 @@ import multiprocessing as mp
 import pickle
 import traceback
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ def _entry(
 
     torch.set_num_threads(1)
     try:
-        backend, bound = "gloo", None
+        backend, bound, timeout = "gloo", None, None
         if device == "cuda":
             # One rank per GPU (NCCL refuses two on one); bound at init, the communicator is
             # made now rather than at the first collective.
@@ -41,13 +42,15 @@ def _entry(
             from tests.helpers import nccl_double
 
             nccl_double.register()
-            backend = nccl_double.BACKEND
+            # A rank whose peer failed leaves its collective within a minute, not torch's 30.
+            backend, timeout = nccl_double.BACKEND, timedelta(seconds=60)
         dist.init_process_group(
             backend,
             init_method=f"file://{store}",
             rank=rank,
             world_size=world_size,
             device_id=bound,
+            timeout=timeout,
         )
         result: Any = ("ok", fn(rank, world_size, *args))
     except BaseException:

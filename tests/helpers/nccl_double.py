@@ -9,12 +9,17 @@ Where NCCL's contract differs from gloo's and matters to gradsync, this group be
 * every tensor of a collective or a point-to-point call is on the group's bound device (the
   host here, so a tensor left on another device is refused), dense and contiguous;
 * a receive from any source is refused (NCCL has none; only gloo's servers may use it);
-* a communicator's collectives are issued by one thread at a time: a second thread issuing on
-  the same group while the first is inside a call is refused, where NCCL would deadlock or
-  mismatch the ranks' orders.
+* an all-gather gathers tensors of the input's shape and dtype only;
+* no two threads issue on one communicator at once: a second thread issuing on the same group
+  while another is inside a call is refused, where NCCL would deadlock or mismatch the ranks'
+  orders. (Calls from two threads at different moments pass, as they may on NCCL while the
+  communication thread is idle; that the orders agree is ``test_collective_order.py``'s.)
 
-Point-to-point calls return a work handle, as NCCL's do. Everything else (streams, events) is
-the host's: the data moves through gloo, so results are gloo's, bit for bit.
+Point-to-point calls return a work handle, as NCCL's do. What it does not model: the group's
+device is the host, so a host tensor that should have been on a GPU passes (the ``meta``
+device tests state that must stay on a device: ``test_state_on_device.py``); NCCL ignores
+point-to-point tags, gloo matches by them; NCCL's dtype limits; streams and events, which are
+the host's here. The data moves through gloo, so results are gloo's, bit for bit.
 
 ``register`` makes it a torch.distributed backend named ``BACKEND`` (``run_world``'s
 ``NCCL_DOUBLE`` starts the default group on it); groups made later with
@@ -31,6 +36,12 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from torch.distributed.distributed_c10d import (
+    AllgatherOptions,
+    AllreduceOptions,
+    BarrierOptions,
+    BroadcastOptions,
+)
 
 BACKEND = "ncclcontract"
 HOST = torch.device("cpu")
@@ -51,7 +62,7 @@ class NcclContractGroup(dist.ProcessGroup):
         return BACKEND
 
     # ---- collectives --------------------------------------------------------------------
-    def allreduce(self, tensors: list[Tensor], opts: dist.AllreduceOptions) -> dist.Work | None:
+    def allreduce(self, tensors: list[Tensor], opts: AllreduceOptions) -> dist.Work | None:
         self._check(tensors, "all_reduce")
         return self._collective(lambda: self._gloo.allreduce(tensors, opts), opts)
 
@@ -59,22 +70,23 @@ class NcclContractGroup(dist.ProcessGroup):
         self,
         output_tensors: list[list[Tensor]],
         input_tensors: list[Tensor],
-        opts: dist.AllgatherOptions,
+        opts: AllgatherOptions,
     ) -> dist.Work | None:
         self._check(input_tensors, "all_gather")
         for outputs in output_tensors:
             self._check(outputs, "all_gather")
-            if any(o.shape != input_tensors[0].shape for o in outputs):
-                raise ContractBroken("all_gather: NCCL gathers tensors of one shape only")
+            like = input_tensors[0]
+            if any(o.shape != like.shape or o.dtype != like.dtype for o in outputs):
+                raise ContractBroken("all_gather: NCCL gathers tensors of one shape and dtype")
         return self._collective(
             lambda: self._gloo.allgather(output_tensors, input_tensors, opts), opts
         )
 
-    def broadcast(self, tensors: list[Tensor], opts: dist.BroadcastOptions) -> dist.Work | None:
+    def broadcast(self, tensors: list[Tensor], opts: BroadcastOptions) -> dist.Work | None:
         self._check(tensors, "broadcast")
         return self._collective(lambda: self._gloo.broadcast(tensors, opts), opts)
 
-    def barrier(self, opts: dist.BarrierOptions) -> dist.Work | None:
+    def barrier(self, opts: BarrierOptions) -> dist.Work | None:
         return self._collective(lambda: self._gloo.barrier(opts), opts)
 
     # ---- point to point -----------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Every registered scheduler, with each compressor whose collectives differ and with fp16, for
 a few steps over a process group that keeps NCCL's contract (``tests/helpers/nccl_double.py``:
 no handle from a synchronous collective, tensors on the group's device, no any-source receive,
-one issuing thread per communicator), built from its composed config as a worker builds it.
+no two threads issuing on one communicator at once), built from its composed config as a
+worker builds it; under fp16 one worker's gradients overflow in one step, which every worker
+skips with its state as before.
 
 On a GPU cluster each worker has its GPU and the workers talk NCCL; a job with parameter
 servers keeps gloo for the default group the servers share, and NCCL among the workers. The
@@ -18,6 +20,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
@@ -29,6 +32,7 @@ from gradsync.jobs.compose import ConfigError, compose_jobs
 from gradsync.schedulers.ps.groups import make_groups
 from gradsync.schedulers.registry import SCHEDULERS
 from gradsync.train.build import build_optimizer, build_precision, build_sync
+from gradsync.train.faults import FaultPlan
 from gradsync.train.servers import serve
 from tests.helpers import nccl_double
 from tests.helpers.dist import NCCL_DOUBLE, run_world
@@ -43,8 +47,9 @@ COMPRESSORS: dict[str, tuple[str, ...]] = {
     "dgc": ("compressor=dgc",),
 }
 FP16_COMPRESSORS = ("none", "topk", "topk_union", "terngrad", "powersgd", "dgc")
-WORKERS, SERVERS, STEPS, BATCH = 2, 1, 4, 8
+WORKERS, SERVERS, STEPS, BATCH, OVERFLOW_STEP = 2, 1, 5, 8, 2
 TIMEOUT = timedelta(seconds=60)
+WORLD_TIMEOUT_S = 400
 WITH_SERVERS = [n for n, s in SCHEDULERS.items() if s.capabilities.parameter_server]
 LOCKSTEP = [n for n in SCHEDULERS if n not in WITH_SERVERS]
 REFUSAL = "scheduler="
@@ -105,29 +110,58 @@ def _no_state_dict(*components: object) -> Iterator[None]:
             del component.state_dict  # type: ignore[attr-defined]
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equal to the bit, through dicts, sequences, tensors and numpy arrays."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _saved(sync: Any, model: nn.Module) -> tuple[Any, list[torch.Tensor]]:
+    """What an fp16 step every worker skips must leave as it was (read between steps)."""
+    return sync.components_state(), [p.detach().clone() for p in model.parameters()]
+
+
 def _train(cfg: DictConfig, rank: int, group: Any) -> None:
+    """A few steps as the training loop drives them; under fp16, rank 1's gradients overflow at
+    OVERFLOW_STEP, and every worker skips it: error memory, compressor state and parameters as
+    before it."""
     model = _model()
     optimizer = build_optimizer(cfg, model)
     precision = build_precision(cfg, torch.device("cpu"))
+    overflows = precision.loss_scale is not None
+    fault = FaultPlan(rank=rank, spec=f"1:{OVERFLOW_STEP}:inf" if overflows else "", slow_spec="")
     collective = TorchCollective(group=group, timeout=TIMEOUT)
     sync = build_sync(
         cfg, collective=collective, clock=time.perf_counter, loss_scale=precision.loss_scale
     )
     sync.attach(model, optimizer)
     components = [getattr(sync, "feedback", None), getattr(sync, "compressor", None)]
+    before = None
     try:
-        with _no_state_dict(*[c for c in components if c is not None]):
-            for step in range(STEPS):
+        for step in range(STEPS):
+            if overflows and step == OVERFLOW_STEP:
+                before = _saved(sync, model)
+            with _no_state_dict(*[c for c in components if c is not None]):
                 sync.begin(step=step, epoch=0)
                 x, y = _batch(step, rank)
                 with precision.autocast():
                     loss = nn.functional.cross_entropy(model(x), y)
-                precision.backward(loss)
+                precision.backward(fault.differentiated(loss, step))
                 stats = sync.step(step=step, epoch=0, loss=loss.detach())
                 optimizer.zero_grad(set_to_none=True)
                 # The loop's metrics, through the scheduler's own order.
                 norm = float(torch.as_tensor(stats.error_norm))
                 sync.metrics_collective().reduce_metrics([norm], device=torch.device("cpu"))
+            if before is not None and step == OVERFLOW_STEP:
+                assert _same(_saved(sync, model), before), "the skipped step changed state"
+        with _no_state_dict(*[c for c in components if c is not None]):
             sync.flush()
     finally:
         sync.close()
@@ -137,7 +171,8 @@ def _train(cfg: DictConfig, rank: int, group: Any) -> None:
 def _train_each(
     rank: int, world_size: int, jobs: dict[str, DictConfig], servers: int
 ) -> dict[str, str]:
-    """Every job in turn on this rank: its name and "ok", or the last lines of its error."""
+    """The jobs in turn on this rank: each name and "ok", up to the first that failed, with the
+    last lines of its error (its peers then fail or time out in the collective it left)."""
     nccl_double.register()
     workers = make_groups(WORKERS, TIMEOUT, backend=nccl_double.BACKEND) if servers else None
     outcome = {}
@@ -149,9 +184,10 @@ def _train_each(
                 )
             else:
                 _train(cfg, rank, workers)
-            outcome[name] = "ok"
         except Exception:
             outcome[name] = "".join(traceback.format_exc().splitlines(keepends=True)[-6:])
+            break
+        outcome[name] = "ok"
     return outcome
 
 
@@ -166,19 +202,40 @@ def _check(results: list[dict[str, str]], jobs: dict[str, DictConfig]) -> None:
     assert set(results[0]) == set(jobs)
 
 
+def _covered(jobs: dict[str, DictConfig], schedulers: list[str]) -> None:
+    """No refusal hid more than pairs that cannot run: every scheduler runs dense, every
+    compressor runs with some scheduler, and fp16 with every scheduler that scales losses."""
+    for scheduler in schedulers:
+        assert f"{scheduler}+none@fp32" in jobs
+        if SCHEDULERS[scheduler].capabilities.loss_scaling:
+            assert f"{scheduler}+none@fp16" in jobs
+    for compressor in COMPRESSORS:
+        assert any(f"+{compressor}@fp32" in name for name in jobs), compressor
+
+
+@pytest.mark.timeout(WORLD_TIMEOUT_S + 60)
 def test_every_lockstep_scheduler_runs_on_nccls_contract(tmp_path):
     jobs = _jobs(LOCKSTEP, servers=0)
-    assert {name.split("+")[0] for name in jobs} == set(LOCKSTEP)
-    results = run_world(_train_each, WORKERS, tmp_path, jobs, 0, timeout=600, device=NCCL_DOUBLE)
+    _covered(jobs, LOCKSTEP)
+    assert all(
+        f"{name}+{c}@fp16" in jobs for name in ("allreduce", "lags") for c in FP16_COMPRESSORS
+    )
+    results = run_world(
+        _train_each, WORKERS, tmp_path, jobs, 0, timeout=WORLD_TIMEOUT_S, device=NCCL_DOUBLE
+    )
     _check(results, jobs)
 
 
+@pytest.mark.timeout(WORLD_TIMEOUT_S + 60)
 @pytest.mark.parametrize("scheduler", WITH_SERVERS)
 def test_parameter_servers_run_beside_workers_on_nccls_contract(scheduler, tmp_path):
     # A world each: a job runs one parameter-server protocol, and an asynchronous one may end
     # with replies nobody waits for. The servers' default group is gloo, the workers' the double.
     jobs = _jobs([scheduler], servers=SERVERS)
-    results = run_world(_train_each, WORKERS + SERVERS, tmp_path, jobs, SERVERS, timeout=300)
+    assert f"{scheduler}+none@fp32" in jobs
+    results = run_world(
+        _train_each, WORKERS + SERVERS, tmp_path, jobs, SERVERS, timeout=WORLD_TIMEOUT_S
+    )
     _check(results[:WORKERS], jobs)
 
 

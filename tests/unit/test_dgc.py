@@ -200,6 +200,22 @@ def test_memory_follows_the_tensors_when_the_groups_change():
     assert state["v/group1"].tolist() == [0, 1, 2, 0]
 
 
+def test_a_skipped_step_gives_back_memory_that_a_re_plan_still_carries():
+    # fp16: a step every worker skips restores the memory; the next step may be a re-plan's
+    # first, and must still find which tensors each group's memory belongs to.
+    dgc = DGCCompressor(density=0.25, momentum=0.0)
+    both = (TensorPart(0, (4,)), TensorPart(1, (4,)))
+    dgc.compress(torch.tensor([9.0, 1, 2, 3, 4, 5, 6, 7]), group=GroupInfo("group0", 0, 0, both))
+    kept = dgc.snapshot()
+    dgc.compress(torch.full((8,), 100.0), group=GroupInfo("group0", 1, 0, both))  # skipped
+    dgc.restore(kept)
+    dgc.compress(torch.zeros(4), group=GroupInfo("group0", 2, 0, both[1:]))
+    dgc.compress(torch.zeros(4), group=GroupInfo("group1", 2, 0, both[:1]))
+    state = dgc.state_dict()
+    assert state["v/group0"].tolist() == [4, 5, 0, 0]
+    assert state["v/group1"].tolist() == [0, 1, 2, 0]
+
+
 def test_clipping_norm_is_the_whole_gradients_whatever_the_groups():
     """One tensor per group (as lags hands them over): the first step clips each by its own
     norm (no whole gradient known yet), later steps by the previous step's whole-gradient norm;

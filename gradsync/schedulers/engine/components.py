@@ -11,7 +11,6 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch.optim import Optimizer
-from torch.utils._pytree import tree_map_only
 
 from gradsync.schedulers.engine.combine import combine
 from gradsync.schedulers.engine.comm_thread import CommThread
@@ -173,17 +172,29 @@ class SyncComponents:
         return stepped
 
     # ---- checkpoints: what every scheduler saves with its own state --------------------------
+    def _here(self, state: Any) -> Any:
+        """``state`` with its tensors (in dicts, lists and tuples) on the model's device once
+        attached, and as it is before."""
+        device = self._device
+        if device is None:
+            return state
+        if isinstance(state, Tensor):
+            return state.to(device)
+        if isinstance(state, Mapping):
+            return {key: self._here(value) for key, value in state.items()}
+        if isinstance(state, list | tuple) and not hasattr(state, "_fields"):
+            return type(state)(self._here(value) for value in state)
+        return state
+
     def components_state(self) -> dict[str, Any]:
         return {"feedback": self.feedback.state_dict(), "compressor": self.compressor.state_dict()}
 
     def load_components_state(self, state: Mapping[str, Any]) -> None:
         """Restore what ``components_state`` saved, onto the model's device once attached (a
         checkpoint is read on the host; state left there would mix devices with the rest)."""
-        if self._device is not None:
-            state = tree_map_only(Tensor, lambda t: t.to(self._device), dict(state))
-        self.feedback.load_state_dict(state["feedback"])
+        self.feedback.load_state_dict(self._here(state["feedback"]))
         # A checkpoint written before compressors kept state has none.
-        self.compressor.load_state_dict(state.get("compressor", {}))
+        self.compressor.load_state_dict(self._here(state.get("compressor", {})))
 
 
 def mark_stepped(optimizer: Optimizer) -> None:
