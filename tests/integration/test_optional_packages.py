@@ -1,6 +1,7 @@
 """``pytest -m gpu`` collects on a machine without ``datasets``, ``scipy`` and ``wandb`` (which
-``make install`` installs, but a GPU machine with torch alone may have none of them): no test module, helper or conftest imports
-them, directly or through gradsync, when it is imported; a test that needs one skips."""
+``make install`` installs, but a GPU machine with torch alone may have none of them): no test
+module, helper or conftest imports them, directly or through gradsync, when it is imported; a
+test that needs one skips."""
 
 from __future__ import annotations
 
