@@ -9,26 +9,31 @@ On a GPU cluster each worker has its GPU and the workers talk NCCL; a job with p
 servers keeps gloo for the default group the servers share, and NCCL among the workers. The
 worlds here are built the same way. While the workers train, no error-feedback or compressor
 ``state_dict()`` is taken: that is for checkpoints, and goes through the host (state lives
-where the model lives, and a re-plan moves it there)."""
+where the model lives, and a re-plan moves it there). The jobs that failed on a GPU also run
+through the whole worker (``run_worker``), every group of the job on the double."""
 
 from __future__ import annotations
 
+import json
+import math
 import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from gradsync.comm.collective import TorchCollective
 from gradsync.jobs.compose import ConfigError, compose_jobs
+from gradsync.metrics.summary import METRICS_FILE
 from gradsync.schedulers.ps.groups import make_groups
 from gradsync.schedulers.registry import SCHEDULERS
 from gradsync.train.build import build_optimizer, build_precision, build_sync
@@ -321,3 +326,48 @@ def _two_threads(rank: int, world_size: int) -> str:
 def test_the_double_refuses_a_second_issuing_thread(tmp_path):
     outcomes = run_world(_two_threads, WORKERS, tmp_path, timeout=120, device=NCCL_DOUBLE)
     assert all("thread 'hook'" in outcome for outcome in outcomes), outcomes
+
+
+def _worker_on_the_double(rank: int, world_size: int, cfg: DictConfig, run_dir: str) -> None:
+    """The real worker (``run_worker``: data, model broadcast, the training loop with its
+    metrics, evaluation and checkpoints) with every group of the job on the double."""
+    from gradsync.cluster.backends import Backends
+    from gradsync.cluster.env import DistEnv
+    from gradsync.train import worker
+
+    dist.destroy_process_group()  # the worker makes its own, as a launched one does
+    worker.job_backends = lambda *_, **__: Backends(nccl_double.BACKEND, nccl_double.BACKEND)
+    store = Path(run_dir) / "rendezvous"
+    env = DistEnv(rank, world_size, rank, world_size, f"file://{store}", "test")
+    worker.run_worker(cfg, env, Path(run_dir))
+
+
+@pytest.mark.timeout(WORLD_TIMEOUT_S + 60)
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["scheduler=lags", "compressor=terngrad"],
+        ["scheduler=omgs", "scheduler.profile_steps=1", "compressor=dgc", "trainer.precision=fp16"],
+        ["scheduler=deft", "compressor=deft"],
+    ],
+    ids=["lags-terngrad", "omgs-dgc-fp16", "deft-deft"],
+)
+def test_the_worker_runs_whole_on_nccls_contract(overrides, tmp_path):
+    """What failed on the H200 (TernGrad under LAGS, DGC's memory and fp16, DeFT's re-plan),
+    through the whole worker: the run logs finite losses and leaves a checkpoint."""
+    cfg = compose_jobs(
+        [*overrides, f"trainer.workers={WORKERS}", "trainer.max_steps=8",
+         "trainer.log_every=4"],
+        multirun=False,
+    )[0]  # fmt: skip
+    OmegaConf.resolve(cfg)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    run_world(
+        _worker_on_the_double, WORKERS, tmp_path / "world", cfg, str(run_dir),
+        timeout=WORLD_TIMEOUT_S, device=NCCL_DOUBLE,
+    )  # fmt: skip
+    logged = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text().splitlines()]
+    losses = [r["train/loss"] for r in logged if "train/loss" in r]
+    assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses), logged
+    assert (run_dir / "checkpoints" / "latest").is_file()
