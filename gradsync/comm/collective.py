@@ -149,21 +149,14 @@ class TorchCollective:
         work handle to wait on, NCCL none (the collective is already ordered on the current
         stream). Calling the process group itself saved a few microseconds a call, and crashed
         under NCCL."""
-        reduce_op = _REDUCE_OPS[op]
-        for tensor in payload:
-            self._count_all_reduce(tensor)
-            dist.all_reduce(tensor, op=reduce_op, group=self.group)
+        self._all_reduce_each(payload, op, async_op=False)
         return payload
 
     def start_all_reduce(self, payload: Payload, *, op: str = "sum") -> Callable[[], Payload]:
         """Start summing the payload over workers without waiting (the process group's own
         threads, or NCCL's stream, do the work); call the returned function to wait for the
         result (on a GPU: the calling stream waits, the host does not)."""
-        reduce_op = _REDUCE_OPS[op]
-        works = []
-        for tensor in payload:
-            self._count_all_reduce(tensor)
-            works.append(dist.all_reduce(tensor, op=reduce_op, group=self.group, async_op=True))
+        works = self._all_reduce_each(payload, op, async_op=True)
 
         def finish() -> Payload:
             wait_all(works)
@@ -171,9 +164,18 @@ class TorchCollective:
 
         return finish
 
-    def _count_all_reduce(self, tensor: Tensor) -> None:
-        size, n = _nbytes(tensor), self.world_size
-        self._add(size, 2 * (n - 1) / n * size)
+    def _all_reduce_each(
+        self, payload: Payload, op: str, *, async_op: bool
+    ) -> list[dist.Work | None]:
+        """Each tensor's all-reduce, counted: the handles ``async_op`` asks for (a synchronous
+        call has none to give on NCCL, and has waited where gloo gives one)."""
+        reduce_op, n = _REDUCE_OPS[op], self.world_size
+        works = []
+        for tensor in payload:
+            size = _nbytes(tensor)
+            self._add(size, 2 * (n - 1) / n * size)
+            works.append(dist.all_reduce(tensor, reduce_op, self.group, async_op=async_op))
+        return works
 
     def all_gather(self, payload: Payload, *, same_shape: bool = False) -> list[Payload]:
         """Every worker's payload, in rank order.
