@@ -65,15 +65,16 @@ def bound_compressor(option: str, device: torch.device) -> Compressor:
     return compressor
 
 
-def _roundtrip(compressor: Compressor, flat: Tensor, group: GroupInfo) -> Callable[[], Tensor]:
+def roundtrip(compressor: Compressor, flat: Tensor, group: GroupInfo) -> Callable[[], Tensor]:
+    """One compress + decompress of ``flat`` as ``group``, past any warm-up (as configured)."""
     gradient, out = flat.clone(), torch.empty_like(flat)  # its own: some compress in place
     steady = replace(group, step=compressor.steady_step, epoch=STEADY_EPOCH)
 
-    def roundtrip() -> Tensor:
+    def call() -> Tensor:
         payload, ctx = compressor.compress(gradient, group=steady)
         return compressor.decompress(payload, ctx, out=out)
 
-    return roundtrip
+    return call
 
 
 def kernel_rows(
@@ -110,8 +111,8 @@ def kernel_rows(
                 limit = topk_limit(density_k(compressor.density, flat.numel()))
             elif option in QUANTIZERS:
                 limit = RANDOM
-            roundtrip = _roundtrip(compressor, flat, group)
-            timed.append((option, median_time(roundtrip, repeats, device), limit, None))
+            call = roundtrip(compressor, flat, group)
+            timed.append((option, median_time(call, repeats, device), limit, None))
         except Exception as exc:  # a row that says why, and the others still measured
             timed.append((option, None, limit, reported(exc)))
     own = [KernelRow(model, "", seconds, name, seconds) for name, seconds in limits.items()]

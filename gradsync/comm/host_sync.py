@@ -67,6 +67,13 @@ def check_syncs(on: bool) -> None:
             torch.cuda.set_sync_debug_mode(_wanted)
 
 
+def inside_declared() -> bool:
+    """True while some thread is inside a declared point (an operation counter's test of
+    whether the synchronization it sees was declared)."""
+    with _lock:
+        return _inside > 0
+
+
 def take_counts() -> dict[str, int]:
     """How often each point was passed since the last call; the counts start again from zero."""
     global _counts

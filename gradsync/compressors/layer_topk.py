@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from gradsync.compressors.code_paths import cpu_branch
 from gradsync.compressors.device_copy import on_device
 from gradsync.compressors.index_ranges import spread_ranges
 
@@ -106,7 +107,7 @@ class LayerwiseTopK:
         """How many indices ``indices`` returns."""
         self._loop: list[tuple[int, int, int]] | None = None
         """(start, end, k) of each layer, where one ``torch.topk`` per layer is cheaper."""
-        if device.type == "cpu" and sum(lengths[j] for j in wanted) < CPU_LOOP_BELOW:
+        if cpu_branch(device) and sum(lengths[j] for j in wanted) < CPU_LOOP_BELOW:
             layers = zip(wanted, picked, strict=True)
             self._loop = [(starts[j], starts[j] + lengths[j], k) for j, k in layers]
             return

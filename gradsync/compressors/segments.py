@@ -14,12 +14,12 @@ are exact.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
 
+from gradsync.compressors.code_paths import cpu_branch, layout_cache
 from gradsync.compressors.device_copy import on_device
 
 ROW = 1024
@@ -54,7 +54,7 @@ class Segments:
         )
         self.lengths = on_device(self.sizes, torch.int64, device)
         """Element count of every segment."""
-        step = CPU_BLOCK_ROWS if device.type == "cpu" else max(self.rows, 1)
+        step = CPU_BLOCK_ROWS if cpu_branch(device) else max(self.rows, 1)
         self._blocks = [slice(r, min(r + step, self.rows)) for r in range(0, self.rows, step)]
 
     # ---- views --------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ class Segments:
 def _magnitude_sums(rows: Tensor, *, out: Tensor) -> None:
     """Σ |x| of each row: one pass on a GPU (the order-1 norm); on a CPU, whose order-1 norm is
     several times slower than ``abs`` and ``sum``, two passes over rows in cache."""
-    if rows.device.type == "cpu":
+    if cpu_branch(rows.device):
         torch.sum(rows.abs(), dim=1, out=out)
     else:
         torch.linalg.vector_norm(rows, ord=1, dim=1, out=out)
@@ -155,13 +155,13 @@ def _magnitude_sums(rows: Tensor, *, out: Tensor) -> None:
 def _extremes(rows: Tensor) -> tuple[Tensor, Tensor]:
     """(min, max) of each row: one pass on a GPU; on a CPU, whose ``aminmax`` over rows is
     several times slower than ``amin`` and ``amax``, two passes over rows in cache."""
-    if rows.device.type == "cpu":
+    if cpu_branch(rows.device):
         return rows.amin(dim=1), rows.amax(dim=1)
     low, high = torch.aminmax(rows, dim=1)
     return low, high
 
 
-@functools.lru_cache(maxsize=4096)  # a layout per group; a scheduler may make hundreds
+@layout_cache
 def segments(sizes: tuple[int, ...], device: torch.device) -> Segments:
     """The layout of ``sizes`` on ``device``, built once (a group's sizes never change)."""
     return Segments(sizes, device)

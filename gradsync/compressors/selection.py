@@ -6,13 +6,13 @@ selection inside its own layers) and by the selection-cost benchmark.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
+from gradsync.compressors.code_paths import layout_cache
 from gradsync.compressors.layer_topk import LayerwiseTopK
 from gradsync.compressors.segments import segments
 from gradsync.compressors.sparse import density_k
@@ -51,7 +51,7 @@ def per_tensor_topk_indices(flat: Tensor, sizes: Sequence[int], density: float) 
     return _per_tensor_topk(tuple(sizes), density, flat.device).indices(flat)
 
 
-@functools.lru_cache(maxsize=4096)  # a layout per group; a scheduler may make hundreds
+@layout_cache
 def _per_tensor_topk(sizes: tuple[int, ...], density: float, device: torch.device) -> LayerwiseTopK:
     ranges = [(s, e) for s, e in tensor_ranges(sizes) if e > s]
     return LayerwiseTopK(
