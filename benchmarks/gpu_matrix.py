@@ -6,7 +6,9 @@ it. Starting a real run per combination costs 15–20 s on a GPU machine; this c
 
 Which combinations: every scheduler the registry lists (without parameter servers, which need
 server processes: ``benchmarks.gpu_servers`` runs those) with ``compressor=none``, against
-``scheduler=allreduce compressor=none`` (goal ≥ 0.95; ByteScheduler's and US-Byte's ≥ 0.9);
+``scheduler=allreduce compressor=none`` (ByteScheduler's and US-Byte's goal ≥ 0.9), and beside
+each, DDP on the same one-rank group with the scheduler's exchanges as its buckets, built once
+the scheduler's warm-up has planned them (goal: the scheduler's step at most 1.2× that DDP's);
 the pipelined schedulers made for sparsifiers with ``compressor=topk``, against the all-reduce
 with top-k (goal ≥ 0.9); the all-reduce with every compressor option, against it with none.
 """
@@ -21,10 +23,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from benchmarks.gpu_jobs import (
     Sizes,
@@ -45,6 +49,7 @@ from benchmarks.gpu_tables import (
     reported,
 )
 from benchmarks.measure import alternating_medians, block_time
+from benchmarks.step_overhead import ddp_bucket_caps
 from gradsync.comm.collective import TorchCollective
 from gradsync.comm.host_sync import take_counts
 from gradsync.measure.wire import STEADY_EPOCH
@@ -56,11 +61,12 @@ from gradsync.types import SyncModel
 REFERENCE = "allreduce"
 """The scheduler every ratio is to: one exchange of the whole gradient after backward."""
 DENSE, SPARSE = "none", "topk"
-DENSE_GOAL = Goal(0.95)
 SPARSE_GOAL = Goal(0.9)
 PARTITIONING_GOAL = Goal(0.9)
 """ByteScheduler's and US-Byte's: their partitions, credit and deferred updates cost more."""
 GOALS = {"bytescheduler": PARTITIONING_GOAL, "usbyte": PARTITIONING_GOAL}
+DDP_GOAL = Goal(1.2, at_most=True)
+"""A scheduler's step ÷ DDP's with the same buckets (the twin's row)."""
 SERVER_GOAL = Goal(1.0, at_most=True)
 """A parameter server's exchange ÷ what the host's loopback allows (``gpu_servers``)."""
 WORKER_TIMEOUT_S = 600.0
@@ -73,6 +79,9 @@ class MatrixJob:
     baseline: MatrixJob | None = None
     """The job it is a ratio to (None: it is the reference, or has no ratio)."""
     goal: Goal | None = None
+    ddp: bool = False
+    """DDP with ``scheduler``'s exchanges as its buckets (its ``baseline``: the scheduler's job,
+    so that its ratio is the scheduler's step ÷ DDP's)."""
 
     @property
     def overrides(self) -> list[str]:
@@ -84,6 +93,8 @@ class MatrixJob:
         return not SCHEDULERS[self.scheduler].capabilities.parameter_server
 
     def __str__(self) -> str:
+        if self.ddp:
+            return f"DDP, {self.scheduler}'s buckets"
         return f"{self.scheduler} + {self.compressor}"
 
 
@@ -99,12 +110,13 @@ def matrix_jobs(compressors: Sequence[str]) -> list[MatrixJob]:
     ``compressors``: the options of the ``compressor`` config group."""
     reference = MatrixJob(REFERENCE, DENSE)
     sparse_reference = MatrixJob(REFERENCE, SPARSE, reference)
-    jobs = [reference]
+    jobs = [reference, MatrixJob(REFERENCE, DENSE, reference, DDP_GOAL, ddp=True)]
     for name, spec in SCHEDULERS.items():
         if spec.capabilities.parameter_server:
             jobs.append(MatrixJob(name, DENSE, goal=SERVER_GOAL))
         elif name != REFERENCE:
-            jobs.append(MatrixJob(name, DENSE, reference, GOALS.get(name, DENSE_GOAL)))
+            job = MatrixJob(name, DENSE, reference, GOALS.get(name))
+            jobs += [job, MatrixJob(name, DENSE, job, DDP_GOAL, ddp=True)]
     jobs += [MatrixJob(REFERENCE, c, reference) for c in compressors if c not in (DENSE, SPARSE)]
     jobs.append(sparse_reference)
     sparse = [name for name in SCHEDULERS if name != REFERENCE and for_sparsifiers(name)]
@@ -149,6 +161,22 @@ def _synced_step(
     return step, sync
 
 
+def _ddp_step(
+    job: MatrixJob, workload: Workload, device: torch.device, workers: int, planned: SyncModel
+) -> Callable[[], None]:
+    """A plain step of the job's model under DDP, its buckets the ``planned`` scheduler's
+    exchanges (the same tensors each, closed where the scheduler's groups end)."""
+    exchanges = getattr(planned, "exchange_buckets", None)
+    if exchanges is None:
+        raise TypeError(f"{job.scheduler} does not say its exchanges")
+    cfg = compose_job([*workload.overrides, *job.overrides, *on_device(device, workers)])
+    training = resident_training(cfg, device)
+    caps = ddp_bucket_caps(training.model, exchanges())
+    ids = [device] if device.type == "cuda" else None
+    ddp = DistributedDataParallel(training.model, device_ids=ids, bucket_cap_mb_list=caps)
+    return partial(training.step, ddp)
+
+
 def measure_matrix(
     jobs: Sequence[MatrixJob],
     workload: Workload,
@@ -161,17 +189,21 @@ def measure_matrix(
     warm-up (which also covers the steps in which schedulers profile and plan) is a row with
     its error."""
     steps: dict[MatrixJob, Callable[[], None]] = {}
-    syncs: list[SyncModel] = []
+    syncs: dict[MatrixJob, SyncModel] = {}
     errors: dict[MatrixJob, str] = {}
     for job in jobs:
         try:
-            step, sync = _synced_step(job, workload, device, workers)
+            if job.ddp:  # after its scheduler's warm-up, which planned the buckets
+                assert job.baseline is not None
+                step = _ddp_step(job, workload, device, workers, syncs[job.baseline])
+            else:
+                step, syncs[job] = _synced_step(job, workload, device, workers)
             block_time(step, sizes.warmup, device)
         except Exception as exc:  # a row that says why, and the others still measured
             errors[job] = reported(exc)  # (a failed scheduler's thread is a daemon: left)
+            syncs.pop(job, None)
         else:
             steps[job] = step
-            syncs.append(sync)
     take_counts()  # the warm-ups' host syncs are not a steady step's
     counts: dict[MatrixJob, Counter[str]] = {job: Counter() for job in steps}
     seconds = alternating_medians(
@@ -182,7 +214,7 @@ def measure_matrix(
         device=device,
         after_block=lambda job: counts[job].update(take_counts()),
     )
-    for sync in syncs:
+    for sync in syncs.values():
         sync.flush()
         sync.close()
     steps.clear()
@@ -227,7 +259,9 @@ def matrix_table(rows: Sequence[MatrixRow], batch: int) -> str:
         base = NOT_MEASURED if job.baseline is None else str(job.baseline)
         if row.error is not None:
             base = f"failed: {row.error}"
-        cells = [job.scheduler, job.compressor]
+        cells = (
+            [f"DDP, {job.scheduler}'s buckets", "—"] if job.ddp else [job.scheduler, job.compressor]
+        )
         cells += [number(None if row.seconds is None else row.seconds * 1e3), number(speed, 0)]
         cells += [base, *goal_cells(job.goal, ratio[job])]
         lines.append(cells + [_syncs_cell(row)] * with_syncs)

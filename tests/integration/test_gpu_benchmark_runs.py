@@ -195,7 +195,8 @@ def test_the_log_keeps_everything_printed_while_the_console_shows_it(tmp_path):
 @pytest.mark.slow  # two spawned workers: seconds each to start
 def test_the_matrix_runs_with_one_worker_per_device():
     reference = MatrixJob(REFERENCE, DENSE)
-    jobs = [reference, MatrixJob("wfbp", DENSE, reference)]
+    wfbp = MatrixJob("wfbp", DENSE, reference)
+    jobs = [reference, wfbp, MatrixJob("wfbp", DENSE, wfbp, ddp=True)]
     rows = matrix_on_workers(jobs, TINY, Sizes(warmup=2, steps=2, rounds=2), 2, "cpu")
     assert [row.job for row in rows] == jobs
     assert all(row.seconds is not None and row.seconds > 0 for row in rows)

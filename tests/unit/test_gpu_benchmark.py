@@ -18,6 +18,7 @@ from torch import nn
 from benchmarks.gpu_jobs import Sizes
 from benchmarks.gpu_kernels import COPY, QUANTIZERS, RANDOM, SELECTORS, kernel_rows, kernels_table
 from benchmarks.gpu_matrix import (
+    DDP_GOAL,
     DENSE,
     REFERENCE,
     SPARSE,
@@ -69,9 +70,20 @@ def test_the_matrix_lists_every_scheduler_and_compressor_with_its_baseline():
     assert with_reference == set(COMPRESSORS)
     for job in jobs:
         assert job.baseline is None or job.baseline in jobs  # measured beside it
-        if job.in_process and job.goal is not None:
+        if job.ddp:  # DDP with the scheduler's buckets, its ratio the scheduler's step ÷ DDP's
+            scheduler = job.baseline
+            assert (scheduler.scheduler, scheduler.compressor, scheduler.ddp) == (
+                job.scheduler,
+                DENSE,
+                False,
+            )
+            assert jobs.index(scheduler) < jobs.index(job)  # planned before it is copied
+            assert job.goal == DDP_GOAL
+        elif job.in_process and job.goal is not None:
             assert job.baseline is not None and job.baseline.scheduler == REFERENCE
             assert job.baseline.compressor == job.compressor
+    lockstep = {name for name, s in SCHEDULERS.items() if not s.capabilities.parameter_server}
+    assert {job.scheduler for job in jobs if job.ddp} == lockstep
     servers = {job.scheduler for job in jobs if not job.in_process}
     parameter_servers = {n for n, s in SCHEDULERS.items() if s.capabilities.parameter_server}
     assert servers == parameter_servers
