@@ -168,24 +168,28 @@ GROWS_WITH_SHAPES = ("powersgd",)
 """Compressors whose count may grow with the number of distinct matrix shapes."""
 
 
-def compressor_table(rows: Sequence[CompressorCount]) -> str:
+Earlier = dict[str, dict[str, int]]
+"""Operations by compressor and model, counted at another commit (``--save``'s file)."""
+
+
+def compressor_table(rows: Sequence[CompressorCount], earlier: Earlier, label: str) -> str:
+    """Each compressor's operations on each model (beside ``earlier``'s, when given), its host
+    syncs per call (a declared point's read: "declared: ..."), and the goal."""
     models = list(rows[0].counts) if rows else list(COUNT_MODELS)
-    header = [
-        "compressor",
-        *(f"{m} ops" for m in models),
-        "host syncs",
-        "undeclared",
-        "goal",
-        "met",
-    ]
+    header = ["compressor"]
+    header += [f"{m} ops at {label}" for m in models] if earlier else []
+    header += [f"{m} ops" for m in models] + ["host syncs per call", "goal", "met"]
     lines = []
     for row in rows:
         ops = [row.counts[m].operations for m in models]
-        syncs = sorted({what for c in row.counts.values() for what in c.syncs})
+        before = [str(earlier.get(row.compressor, {}).get(m, "—")) for m in models]
+        syncs: Counter[str] = Counter()
+        for counts in row.counts.values():
+            syncs |= counts.syncs  # the most of each kind on any model
         undeclared = max(c.undeclared for c in row.counts.values())
-        goal, met = _goal(row.compressor, ops, undeclared)
-        cells = [row.compressor, *(str(n) for n in ops)]
-        lines.append([*cells, ", ".join(syncs) or "none", str(undeclared), goal, met])
+        shown = ", ".join(f"{what} ×{n}" for what, n in sorted(syncs.items())) or "none"
+        cells = [row.compressor, *(before if earlier else []), *(str(n) for n in ops), shown]
+        lines.append([*cells, *_goal(row.compressor, ops, undeclared)])
     return _markdown(header, lines)
 
 
@@ -208,6 +212,7 @@ def _markdown(header: list[str], lines: list[list[str]]) -> str:
 
 def main() -> None:
     import argparse
+    import json
     import tempfile
     from pathlib import Path
 
@@ -217,21 +222,32 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="", help="comma-separated compressors (default: all)")
+    parser.add_argument("--save", type=Path, help="also write the counts to this JSON file")
+    parser.add_argument(
+        "--beside", type=Path, help="a --save file of another commit, shown beside (its label)"
+    )
+    parser.add_argument("--label", default="earlier", help="the --beside file's commit")
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
     args = parser.parse_args()
     options = [o for o in args.only.split(",") if o] or list(COMPRESSORS)
     with tempfile.TemporaryDirectory() as tmp, process_group(torch.device("cpu"), Path(tmp) / "s"):
         rows = compressor_counts(options)
+    if args.save:
+        ops = {r.compressor: {m: c.operations for m, c in r.counts.items()} for r in rows}
+        args.save.write_text(json.dumps(ops, indent=1) + "\n")
+    earlier: Earlier = json.loads(args.beside.read_text()) if args.beside else {}
+    command = "python -m benchmarks.op_counts --write"
+    if args.beside:
+        command += f" --beside {args.beside} --label {args.label}"
     what = (
-        "`python -m benchmarks.op_counts --write` — "
-        f"{machine()}; one compress + decompress of one backward pass's gradient (one group of "
-        "all the model's tensors, one worker), after a warm-up call, on the GPU's code path"
+        f"`{command}` — {machine()}; one compress + decompress of one backward pass's gradient "
+        "(batch 8; one group of all the model's tensors; one worker), after a warm-up call, along "
+        "the GPU's code path: ATen operations, views included, a fused kernel as the kernels "
+        "Inductor made for it"
     )
+    table = compressor_table(rows, earlier, args.label)
     publish(
-        "op_counts",
-        "Operations per compress + decompress",
-        f"{what}\n\n{compressor_table(rows)}",
-        write=args.write,
+        "op_counts", "Operations per compress + decompress", f"{what}\n\n{table}", write=args.write
     )
 
 
