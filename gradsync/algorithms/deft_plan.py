@@ -3,7 +3,8 @@ worker selects how much of what.
 
 * ``partition_layers``: two-stage partitioning of the flattened gradient into candidate layers.
 * ``assign_local_k``: norm-proportional local k per layer (floor rounding, at least 1, at most
-  the layer's size; optionally summing to exactly k, where a layer with a zero norm may get 0).
+  the layer's size; optionally summing to exactly k, where a layer with a zero norm may get 0);
+  ``local_k_bound``: the most their sum can be, known before the norms.
 * ``lpt_bins``: longest-processing-time bin packing of layers onto workers by selection cost,
   with fully selected ("common") layers kept out of the bins.
 * ``bin_for_rank``: which bin a worker takes at a step (the mapping rotates with the decision
@@ -57,6 +58,10 @@ def assign_local_k(
     docs/methods/compressors/deft.md).
     ``exact`` makes the sum k whenever k >= the number of layers with a non-zero norm: see
     ``_exact_local_k``.
+
+    Every sum of norms is taken in float64 from the smallest norm up, one addition at a time:
+    an order a device repeats bit for bit (``compressors/deft_local_k.py``), and exact (so
+    equal to any other order) whenever the norms' sum fits float64's 53 bits.
     """
     if len(norms) != len(sizes):
         raise ValueError("norms and sizes must have the same length")
@@ -65,7 +70,9 @@ def assign_local_k(
         return _exact_local_k(norms, sizes, k, order)
     ks = [0] * len(norms)
     k_rem = k
-    norm_rem = math.fsum(norms)
+    norm_rem = 0.0
+    for j in reversed(order):
+        norm_rem += norms[j]
     for j in order:
         share = math.floor(k_rem * norms[j] / norm_rem) if norm_rem > 0 else 0
         ks[j] = min(sizes[j], max(1, share))
@@ -104,6 +111,21 @@ def _exact_local_k(
         ks[j] = max(low, min(high, share))
         k_rem -= ks[j]
     return ks
+
+
+def local_k_bound(sizes: Sequence[int], k: int, *, exact: bool = False) -> int:
+    """The most elements ``assign_local_k`` gives all layers together, whatever their norms:
+    the length of a selection sized before the norms are read.
+
+    ``exact`` with k covering every layer gives exactly ``min(k, Σ sizes)``. Otherwise the
+    sum passes k by at most one element per layer forced up to its floor (while the running
+    norm sums are exact in float64, so that no share exceeds what is left of k); and no
+    layer gives more than all of its elements.
+    """
+    numel, count = sum(sizes), len(sizes)
+    if exact and k >= count:
+        return min(k, numel)
+    return min(numel, k + count)
 
 
 def selection_cost(size: int, k: int) -> float:

@@ -11,9 +11,12 @@ Every step, on every worker:
 Fully selected ("common") layers are sent whole by everyone. A worker whose bin is empty (more
 workers than layers) selects nothing and still sends its values at the others' indices.
 
-The plan is a host decision, so each step reads the layers' norms and the broadcast plan on the
-host (``host_syncs``); the norms and the selection in the worker's layers are batched
-(``segments.py``, ``layer_topk.py``), a constant number of kernels whatever the number of layers.
+With several workers the plan is a host decision, so each step reads the layers' norms, and
+every worker but the decision worker (which packed them) reads the broadcast bins on the host
+(``host_syncs``); the norms and the selection in the worker's layers are batched
+(``segments.py``, ``segmented_topk.py``), a constant number of kernels whatever the number of
+layers. A lone worker has no plan to agree on: it takes every layer, with no collective and,
+on a GPU, no host read (``deft_alone.py``).
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ from gradsync.algorithms.deft_plan import (
 )
 from gradsync.comm.collective import LENGTHS_SYNC
 from gradsync.comm.host_sync import host_sync
+from gradsync.compressors.deft_alone import lone_selection
 from gradsync.compressors.device_copy import on_device
 from gradsync.compressors.index_ranges import range_indices
-from gradsync.compressors.layer_topk import LayerwiseTopK
 from gradsync.compressors.options.sparsifiers import DEFTConfig
+from gradsync.compressors.segmented_topk import FixedTopK
 from gradsync.compressors.selection import range_norms
 from gradsync.compressors.sparse import AgreedIndexCompressor, index_dtype
 from gradsync.compressors.warmup import WarmupArgs
@@ -47,8 +51,10 @@ from gradsync.compressors.warmup import WarmupArgs
 
 class DEFTCompressor(AgreedIndexCompressor):
     host_syncs: ClassVar[Mapping[str, str]] = {
-        "deft.norms": "each layer's local k follows from its norm, on the host",
-        "deft.plan": "the decision worker's bins, broadcast, are read to know one's own layers",
+        "deft.norms": "each layer's local k follows from its norm, on the host (several "
+        "workers, or one on a CPU)",
+        "deft.plan": "the decision worker's bins, broadcast, are read by the other workers to "
+        "know their own layers",
         LENGTHS_SYNC: "each worker selects its own number of indices",
     }
 
@@ -66,29 +72,18 @@ class DEFTCompressor(AgreedIndexCompressor):
             self._partitions[key] = partition_layers(sizes, self.collective.world_size)
         return self._partitions[key]
 
-    def _plan(
-        self, lengths: list[int], ks: list[int], *, step: int, device: torch.device
-    ) -> tuple[list[list[int]], list[int]]:
-        n = self.collective.world_size
-        decider = decision_worker(step, n)
-        if self.collective.rank == decider:
-            wire = on_device(encode_plan(lpt_bins(lengths, ks, n)), torch.int32, device)
-        else:
-            wire = torch.empty(n + len(lengths), dtype=torch.int32, device=device)
-        (wire,) = self.collective.broadcast((wire,), src=decider)
-        return decode_plan(wire.tolist(), n)
-
     def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int], k: int) -> Tensor:
         ranges = self.partition(name, sizes)
         lengths = [end - start for start, end in ranges]
+        if self.collective.world_size == 1:  # every layer is this worker's: nothing to agree on
+            return lone_selection(tuple(lengths), k, self.exact_k, flat.device).indices(flat)
         with host_sync("deft.norms"):
             norms = range_norms(flat, ranges)
         ks = assign_local_k(norms, lengths, k, exact=self.exact_k)
-        with host_sync("deft.plan"):
-            bins, common = self._plan(lengths, ks, step=step, device=flat.device)
+        bins, common = self._plan(lengths, ks, step=step, device=flat.device)
         n, rank = self.collective.world_size, self.collective.rank
         mine = bins[bin_for_rank(rank, step, n)]
-        selection = LayerwiseTopK(
+        selection = FixedTopK(
             [ranges[j][0] for j in mine],
             [lengths[j] for j in mine],
             [ks[j] for j in mine],
@@ -102,3 +97,21 @@ class DEFTCompressor(AgreedIndexCompressor):
             starts, sizes_of = [ranges[j][0] for j in common], [lengths[j] for j in common]
             parts.append(range_indices(starts, sizes_of, flat.device))
         return torch.cat(parts)
+
+    def _plan(
+        self, lengths: list[int], ks: list[int], *, step: int, device: torch.device
+    ) -> tuple[list[list[int]], list[int]]:
+        """(bins, common layers): packed here on the decision worker, which broadcasts them and
+        already knows them; read from its broadcast everywhere else."""
+        n = self.collective.world_size
+        decider = decision_worker(step, n)
+        if self.collective.rank == decider:
+            plan = lpt_bins(lengths, ks, n)
+            wire = on_device(encode_plan(plan), torch.int32, device)
+            self.collective.broadcast((wire,), src=decider)
+            return plan.bins, plan.common
+        wire = torch.empty(n + len(lengths), dtype=torch.int32, device=device)
+        (wire,) = self.collective.broadcast((wire,), src=decider)
+        with host_sync("deft.plan"):
+            values = wire.tolist()
+        return decode_plan(values, n)

@@ -31,6 +31,7 @@ from typing_extensions import Unpack
 
 from gradsync.compressors.choices import DGC_SELECTIONS
 from gradsync.compressors.exchange import ExchangedSparsifier
+from gradsync.compressors.fused import fused
 from gradsync.compressors.options.sparsifiers import DGCConfig
 from gradsync.compressors.selection import per_tensor_topk_indices, topk_indices
 from gradsync.compressors.sparse import density_k
@@ -44,8 +45,9 @@ CLIP_KEY = "clip/previous_squares"
 uninterrupted one."""
 
 
+@fused
 def accumulate(u: Tensor, v: Tensor, grad: Tensor, momentum: float, scale: Tensor | None) -> None:
-    """Momentum correction in place: u ← m·u + scale·grad; v ← v + u."""
+    """Momentum correction in place: u ← m·u + scale·grad; v ← v + u (one kernel on a GPU)."""
     u.mul_(momentum)
     if scale is None:
         u.add_(grad)
@@ -121,9 +123,9 @@ class DGCCompressor(ExchangedSparsifier):
         payload, ctx = self.exchange.pack(
             memory.v, indices, grad.shape, self.collective, same_count=True
         )
-        sent = self.exchange.selected(payload, ctx).long()
-        memory.u[sent] = 0
-        memory.v[sent] = 0
+        sent = self.exchange.sent(indices, payload, ctx)
+        memory.u.index_fill_(0, sent, 0)
+        memory.v.index_fill_(0, sent, 0)
         return payload, ctx
 
     def _select(self, v: Tensor, group: GroupInfo) -> Tensor:

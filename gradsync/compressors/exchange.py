@@ -71,6 +71,11 @@ class UnionExchange:
     def selected(self, payload: Payload, ctx: SparseCtx) -> Tensor:
         return ctx.indices
 
+    def sent(self, indices: Tensor, payload: Payload, ctx: SparseCtx) -> Tensor:
+        """Where this worker's ``pack`` sent values (int64): the union (``indices``: its own
+        selection)."""
+        return ctx.indices
+
 
 class AllgatherExchange:
     allreducible = False
@@ -92,6 +97,11 @@ class AllgatherExchange:
 
     def selected(self, payload: Payload, ctx: torch.Size) -> Tensor:
         return payload[1].long()
+
+    def sent(self, indices: Tensor, payload: Payload, ctx: torch.Size) -> Tensor:
+        """Where this worker's ``pack`` sent values (int64): its own selection ``indices``, with
+        no copy of the payload's narrower ones."""
+        return indices
 
 
 def make_exchange(name: str) -> UnionExchange | AllgatherExchange:

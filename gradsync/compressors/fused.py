@@ -14,6 +14,7 @@ each fused call (``observe_fused``) as the number of kernels Inductor generated 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
@@ -25,6 +26,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from gradsync.compressors.code_paths import cpu_branch
 
 R = TypeVar("R")
+log = logging.getLogger("gradsync")
 Observer = Callable[[str, int], None]
 """Called with a fused kernel's name and how many kernels Inductor made for it."""
 _observers: list[Observer] = []
@@ -37,21 +39,32 @@ class FusedKernel(Generic[R]):
         self._compiled: Callable[..., R] | None = None
         self.kernels = 0
         """Kernels Inductor generated at the latest compile (0 until one)."""
+        self._eager_only = False
 
     def __call__(self, *args: Any) -> R:
         device = next(a.device for a in args if isinstance(a, Tensor))
         if cpu_branch(device):
             return self.eager(*args)
+        if self._eager_only:
+            return self.eager(*args)
         if self._compiled is None:
             self._compiled = torch.compile(self.eager, dynamic=True, fullgraph=True)
+        from torch._dynamo.exc import FailOnRecompileLimitHit
         from torch._inductor import metrics  # loaded by torch.compile already
 
         before = metrics.generated_kernel_count
-        if _observers:  # under their dispatch modes Dynamo would run the function eagerly
-            with _disable_current_modes(), torch._C.DisableTorchFunction():
+        try:
+            if _observers:  # under their dispatch modes Dynamo would run the function eagerly
+                with _disable_current_modes(), torch._C.DisableTorchFunction():
+                    result = self._compiled(*args)
+            else:
                 result = self._compiled(*args)
-        else:
-            result = self._compiled(*args)
+        except FailOnRecompileLimitHit:
+            # More kinds of input (dtypes, sizes of 0 or 1) than Dynamo compiles for one
+            # function: the reference gives the same results, one kernel per operation.
+            log.warning(f"{self.name}: compiled for too many kinds of input, runs eagerly now")
+            self._eager_only = True
+            return self.eager(*args)
         self.kernels = (metrics.generated_kernel_count - before) or self.kernels
         for observer in _observers:
             observer(self.name, self.kernels)

@@ -11,11 +11,16 @@ from torch import Tensor
 from gradsync.compressors.device_copy import on_device
 
 
-def spread_ranges(shifts: Tensor, lengths: Tensor, total: int) -> Tensor:
+def spread_ranges(
+    shifts: Tensor, lengths: Tensor, total: int, positions: Tensor | None = None
+) -> Tensor:
     """``cat(arange(p_j, p_j + lengths[j]) + shifts[j])`` with p_j the place where range j
-    starts in the result (``total = sum(lengths)``, known on the host: no sync)."""
+    starts in the result (``total = sum(lengths)``, known on the host: no sync).
+    ``positions``: ``arange(total)`` on the device, when the caller keeps one."""
     spread = torch.repeat_interleave(shifts, lengths, output_size=total)
-    return spread.add_(torch.arange(total, device=shifts.device))
+    return spread.add_(
+        torch.arange(total, device=shifts.device) if positions is None else positions
+    )
 
 
 def range_indices(starts: Sequence[int], lengths: Sequence[int], device: torch.device) -> Tensor:

@@ -23,10 +23,15 @@ it (the uncompressed tensors' share is their local value less the workers' mean)
 context records what the next step needs (its error, the mean Q) when it is decompressed; the
 next ``compress`` of the group, or ``state_dict``, takes it over.
 
-What differs from the hook: there is no ``batch_tensors_with_same_shape`` (the same arithmetic,
-batched); there are two rounds instead of three (the same sums, one start-up less); and
-``decompress`` returns the workers' sum, as every compressor does for the schedulers that
-average after they combine.
+The matrices of one shape are worked on as one batch (``powersgd_batches``), as the hook's
+``batch_tensors_with_same_shape`` does: one ``bmm`` per shape for M·Q, Mᵀ·P and P·Qᵀ, one
+orthogonalization per shape, so that a step's operations grow with the distinct shapes, not with
+the tensors. The random draws of Q stay one per matrix, as the hook's default (unbatched) draws
+are, so that a seed draws the same Q's as it does.
+
+What differs from the hook: there are two rounds instead of three (the same sums, one start-up
+less); and ``decompress`` returns the workers' sum, as every compressor does for the schedulers
+that average after they combine.
 """
 
 from __future__ import annotations
@@ -42,21 +47,12 @@ from torch import Tensor
 from gradsync.comm.solo import SoloCollective
 from gradsync.compressors.device_copy import on_device
 from gradsync.compressors.options.powersgd import PowerSGDConfig
+from gradsync.compressors.powersgd_batches import Batches, Matrix, Stacked, bmm
 from gradsync.compressors.warmup import DensitySchedule
 from gradsync.feedback.residual import memory_norm
 from gradsync.types import Collective, GroupInfo, Payload, TensorPart
 
 SEED_RANGE = 1_000_000_000  # the hook's: each new group's Q is drawn from seed in [0, this)
-
-
-@dataclass(frozen=True)
-class Matrix:
-    """One compressed tensor: where it lies in the group's flat gradient, as a matrix."""
-
-    offset: int
-    rows: int
-    cols: int
-    rank: int
 
 
 @dataclass(frozen=True)
@@ -68,18 +64,23 @@ class Layout:
     order of each shape's first tensor (as the hook lays them out)."""
     uncompressed: tuple[tuple[int, int], ...]
     """(offset, elements) of the tensors sent as they are, in the group's order."""
+    batches: Batches = field(init=False, repr=False, compare=False)
+    """The matrices by shape, and the indices that gather and put them back."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "batches", Batches(self.matrices, self.uncompressed))
 
     @property
     def p_numel(self) -> int:
-        return sum(m.rows * m.rank for m in self.matrices)
+        return self.batches.p_numel
 
     @property
     def q_numel(self) -> int:
-        return sum(m.cols * m.rank for m in self.matrices)
+        return self.batches.q_numel
 
     @property
     def uncompressed_numel(self) -> int:
-        return sum(numel for _, numel in self.uncompressed)
+        return self.batches.uncompressed_numel
 
 
 @dataclass
@@ -88,8 +89,10 @@ class PowerCtx:
 
     layout: Layout | None
     """None: the group travelled dense (before ``start_step``)."""
-    p: Tensor | None = None
-    """The all-reduced, orthogonalized P."""
+    ps: list[Tensor] = field(default_factory=list)
+    """Each shape's all-reduced, orthogonalized P (views of the flat P)."""
+    stacked: Stacked | None = None
+    """The compensated matrices by shape; ``decompress`` writes the approximations over them."""
     compensated: Tensor | None = None
     """The step's compensated gradient (a copy), turned into its error by ``decompress``."""
     error: Tensor | None = None
@@ -97,6 +100,16 @@ class PowerCtx:
     mean_q: Tensor | None = None
     """The workers' mean Q, the next step's warm start, once decompressed."""
     shape: torch.Size = field(default_factory=torch.Size)
+
+
+@dataclass
+class Spare:
+    """Buffers of a group that its last decompressed step is done with, for its next step (on a
+    CPU a new buffer of a gradient's size costs a pass of page faults)."""
+
+    stacked: Stacked | None = None
+    compensated: Tensor | None = None
+    """The error before the last, which the next compensated gradient may overwrite."""
 
 
 def should_compress(rows: int, cols: int, rank: int, min_compression_rate: float) -> bool:
@@ -134,18 +147,20 @@ def layout_of(
     return Layout(matrices, tuple(sorted(uncompressed)))
 
 
-def orthogonalize(matrix: Tensor, epsilon: float = 0.0) -> None:
-    """Orthonormal columns for ``matrix`` (1 × rows × r), in place: Gram-Schmidt for r <= 2 or a
-    half-precision type, else QR's Q (the hook's choice; the same columns up to rounding)."""
-    rank = matrix.shape[2]
-    if rank > 2 and matrix.dtype not in (torch.float16, torch.bfloat16):
-        matrix.copy_(torch.linalg.qr(matrix).Q)
+def orthogonalize(matrices: Tensor, epsilon: float = 0.0) -> None:
+    """Orthonormal columns for each of ``matrices`` (batch × rows × r), in place: Gram-Schmidt
+    for r <= 2 or a half-precision type, else QR's Q (the hook's choice; the same columns up to
+    rounding). Each matrix of the batch comes out as it would alone."""
+    rank = matrices.shape[2]
+    if rank > 2 and matrices.dtype not in (torch.float16, torch.bfloat16):
+        matrices.copy_(torch.linalg.qr(matrices).Q)
         return
     for i in range(rank):
-        column = matrix[:, :, i : i + 1]
-        column /= torch.linalg.vector_norm(column, dim=1, keepdim=True) + epsilon
+        column = matrices if rank == 1 else matrices[:, :, i : i + 1]
+        norm = torch.linalg.vector_norm(column, dim=1, keepdim=True)
+        column /= norm + epsilon if epsilon else norm  # adding 0 changes no norm
         if i + 1 < rank:  # take this column's direction out of the ones after it
-            later = matrix[:, :, i + 1 :]
+            later = matrices[:, :, i + 1 :]
             later -= torch.sum(column * later, dim=1, keepdim=True) * column
 
 
@@ -183,6 +198,7 @@ class PowerSGDCompressor(DensitySchedule):
         self._errors: dict[str, Tensor] = {}
         self._mean_q: dict[str, Tensor] = {}
         self._last: dict[str, PowerCtx] = {}
+        self._spares: dict[str, Spare] = {}
         self._parts: dict[str, tuple[TensorPart, ...]] = {}
         """The tensors each group's memory belongs to."""
         self._seeds = np.random.RandomState(seed)
@@ -199,57 +215,69 @@ class PowerSGDCompressor(DensitySchedule):
         parts = group.parts or (TensorPart(0, (flat.numel(),)),)
         self._forget_if_regrouped(group.name, parts)
         layout = self._layout(group.name, parts, group.ready if group.parts else ())
-        error = self._errors.get(group.name)
-        compensated = flat if not self.use_error_feedback else flat.clone()
-        if error is not None:
-            compensated.add_(error.to(flat.device))  # restored from a checkpoint on the CPU
-        q = self._start_q(group.name, layout, flat)
-        matrices = [self._view(compensated, m) for m in layout.matrices]
+        batches = layout.batches
+        spare = self._spares.pop(group.name, Spare())
+        compensated = self._compensated(group.name, flat, spare.compensated)
+        qs = self._start_q(group.name, layout, flat)
+        stacked = spare.stacked
+        if stacked is None or not stacked.fits(batches, flat):
+            stacked = batches.stacked(flat)
+        batches.gather_matrices(compensated, into=stacked)
         p = flat.new_empty(layout.p_numel)
-        ps = _split(p, layout.matrices, rows=True)
-        qs = _split(q, layout.matrices, rows=False)
-        for matrix, p_i, q_i in zip(matrices, ps, qs, strict=True):
-            torch.bmm(matrix, q_i, out=p_i)
-        (p,) = self.collective.all_reduce((p,))  # the first round: every worker's P, summed
-        ps = _split(p, layout.matrices, rows=True)
+        ps = batches.ps(p)
+        for matrix, p_i, q_i in zip(stacked.matrices, ps, qs, strict=True):
+            bmm(matrix, q_i, out=p_i)
+        (summed,) = self.collective.all_reduce((p,))  # the first round: every worker's P, summed
+        if summed is not p:  # a collective that hands back other tensors
+            ps = batches.ps(summed)
         for p_i in ps:
             orthogonalize(p_i, self.orthogonalization_epsilon)
         # One tensor for the second round: the uncompressed tensors, then Q.
         sent = flat.new_empty(layout.uncompressed_numel + layout.q_numel)
-        _gather(compensated, layout.uncompressed, into=sent[: layout.uncompressed_numel])
-        q = sent[layout.uncompressed_numel :]
-        for matrix, p_i, q_i in zip(
-            matrices, ps, _split(q, layout.matrices, rows=False), strict=True
-        ):
-            torch.bmm(matrix.transpose(1, 2), p_i, out=q_i)
+        uncompressed, qs = batches.sent_parts(sent)
+        batches.gather_uncompressed(compensated, into=uncompressed)
+        for matrix, p_i, q_i in zip(stacked.matrices, ps, qs, strict=True):
+            bmm(matrix.transpose(1, 2), p_i, out=q_i)
         ctx = PowerCtx(
             layout=layout,
-            p=p,
+            ps=ps,
+            stacked=stacked,
             compensated=compensated if self.use_error_feedback else None,
             shape=grad.shape,
         )
         self._last[group.name] = ctx
         return (sent,), ctx
 
+    def _compensated(self, name: str, flat: Tensor, spare: Tensor | None) -> Tensor:
+        """The gradient plus the group's error, in a buffer of its own (``flat`` itself when
+        there is no memory to keep)."""
+        error = self._errors.get(name)
+        if error is None and not self.use_error_feedback:
+            return flat
+        like = (flat.shape, flat.dtype, flat.device)
+        if spare is None or (spare.shape, spare.dtype, spare.device) != like:
+            spare = torch.empty_like(flat)
+        if error is None:
+            return spare.copy_(flat)
+        # The error may be on the CPU, restored from a checkpoint.
+        return torch.add(flat, error.to(flat.device), out=spare)
+
     def decompress(self, payload: Payload, ctx: PowerCtx, out: Tensor | None = None) -> Tensor:
         """The workers' sum (n times their mean approximation); records the step's error and
         mean Q in ``ctx`` for the next step."""
         if ctx.layout is None:
             return payload[0].view(ctx.shape)
-        layout, p = ctx.layout, ctx.p
-        assert p is not None, "a compressed context has its P"
-        (sent,) = payload
-        uncompressed, q = sent[: layout.uncompressed_numel], sent[layout.uncompressed_numel :]
+        assert ctx.stacked is not None, "a compressed step has its matrices"
+        batches = ctx.layout.batches
         n = self.collective.world_size
-        numel = ctx.shape.numel()
-        mean = out.view(-1) if out is not None else q.new_empty(numel)
-        mean_q = q / n
-        ps = _split(p, layout.matrices, rows=True)
-        qs = _split(mean_q, layout.matrices, rows=False)
-        for m, p_i, q_i in zip(layout.matrices, ps, qs, strict=True):
-            torch.bmm(p_i, q_i.transpose(1, 2), out=self._view(mean, m))
-        _scatter(uncompressed / n, mean, layout.uncompressed)
-        ctx.mean_q = mean_q
+        mean = out.view(-1) if out is not None else payload[0].new_empty(ctx.shape.numel())
+        mean_sent = payload[0] / n
+        uncompressed, mean_qs = batches.sent_parts(mean_sent)
+        for p_i, q_i, approximation in zip(ctx.ps, mean_qs, ctx.stacked.matrices, strict=True):
+            bmm(p_i, q_i.transpose(1, 2), out=approximation)
+        batches.put_matrices(ctx.stacked, mean)
+        batches.put_uncompressed(uncompressed, mean)
+        ctx.mean_q = mean_sent[batches.uncompressed_numel :]
         if ctx.compensated is not None:
             ctx.error = ctx.compensated.sub_(mean)
             ctx.compensated = None
@@ -269,15 +297,19 @@ class PowerSGDCompressor(DensitySchedule):
 
     def _take_over(self, name: str) -> None:
         """Keep what the group's last step left once it was decompressed: its error and mean Q
-        (a step never decompressed, as an fp16 step every worker skips, leaves nothing)."""
+        (a step never decompressed, as an fp16 step every worker skips, leaves nothing), and
+        the buffers it is done with."""
         ctx = self._last.get(name)
         if ctx is None or ctx.mean_q is None:
             return
         del self._last[name]
+        spare = Spare(stacked=ctx.stacked)
         if ctx.error is not None:
+            spare.compensated = self._errors.get(name)
             self._errors[name] = ctx.error
         if self.warm_start:
             self._mean_q[name] = ctx.mean_q
+        self._spares[name] = spare
 
     def _forget_if_regrouped(self, name: str, parts: tuple[TensorPart, ...]) -> None:
         """A scheduler that re-plans its groups (after profiling) gives a name other tensors:
@@ -293,25 +325,26 @@ class PowerSGDCompressor(DensitySchedule):
             self._layouts[key] = layout_of(parts, self.rank, self.min_compression_rate, ready)
         return self._layouts[key]
 
-    def _start_q(self, name: str, layout: Layout, like: Tensor) -> Tensor:
-        """This step's Q: last step's mean, orthogonalized; or new draws."""
+    def _start_q(self, name: str, layout: Layout, like: Tensor) -> list[Tensor]:
+        """This step's Q, each shape's: last step's mean, orthogonalized; or new draws."""
         q = self._mean_q.pop(name, None)
-        if q is not None:
-            q = q.to(like.device)  # restored from a checkpoint on the CPU
-            for q_i in _split(q, layout.matrices, rows=False):
-                orthogonalize(q_i, self.orthogonalization_epsilon)
-            return q
-        generator = torch.Generator().manual_seed(int(self._seeds.randint(SEED_RANGE)))
-        q = like.new_empty(layout.q_numel)
-        for m, q_i in zip(layout.matrices, _split(q, layout.matrices, rows=False), strict=True):
-            draws = torch.randn(1, m.cols, m.rank, generator=generator, dtype=like.dtype)
-            q_i.copy_(on_device(draws, like.dtype, like.device))  # the hook's CPU draws
+        # A mean Q restored from a checkpoint lies on the CPU.
+        q = self._draw_q(layout, like) if q is None else q.to(like.device)
+        qs = layout.batches.qs(q)
+        for q_i in qs:
             orthogonalize(q_i, self.orthogonalization_epsilon)
-        return q
+        return qs
 
-    @staticmethod
-    def _view(flat: Tensor, m: Matrix) -> Tensor:
-        return flat[m.offset : m.offset + m.rows * m.cols].view(1, m.rows, m.cols)
+    def _draw_q(self, layout: Layout, like: Tensor) -> Tensor:
+        """New draws from N(0, 1), one matrix after another from one seed every worker draws
+        alike: the hook's own draws, on the host, then one copy to the device."""
+        generator = torch.Generator().manual_seed(int(self._seeds.randint(SEED_RANGE)))
+        draws = [
+            torch.randn(m.cols * m.rank, generator=generator, dtype=like.dtype)
+            for m in layout.matrices
+        ]
+        host = torch.cat(draws) if draws else torch.empty(0, dtype=like.dtype)
+        return on_device(host, like.dtype, like.device)
 
     def state_dict(self) -> dict[str, Any]:
         """The errors and Q's where they live (a checkpoint moves them to the host)."""
@@ -337,31 +370,8 @@ class PowerSGDCompressor(DensitySchedule):
         self._errors = {k: v.clone() for k, v in state.get("errors", {}).items()}
         self._mean_q = {k: v.clone() for k, v in state.get("mean_q", {}).items()}
         self._last = {}
+        self._spares = {}
         self._parts = dict(state.get("parts", {}))
         self._seeds = np.random.RandomState(self.seed)
         if "seeds" in state:  # the generator where it was
             self._seeds.set_state(state["seeds"])
-
-
-def _split(flat: Tensor, matrices: tuple[Matrix, ...], *, rows: bool) -> list[Tensor]:
-    """``flat`` (all P or all Q, in layout order) as each matrix's 1 × (rows or cols) × r view."""
-    views, offset = [], 0
-    for m in matrices:
-        height = m.rows if rows else m.cols
-        views.append(flat[offset : offset + height * m.rank].view(1, height, m.rank))
-        offset += height * m.rank
-    return views
-
-
-def _gather(flat: Tensor, spans: tuple[tuple[int, int], ...], *, into: Tensor) -> None:
-    offset = 0
-    for start, numel in spans:
-        into[offset : offset + numel] = flat[start : start + numel]
-        offset += numel
-
-
-def _scatter(values: Tensor, flat: Tensor, spans: tuple[tuple[int, int], ...]) -> None:
-    offset = 0
-    for start, numel in spans:
-        flat[start : start + numel] = values[offset : offset + numel]
-        offset += numel

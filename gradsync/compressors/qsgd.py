@@ -13,9 +13,13 @@ import torch
 from torch import Tensor
 
 from gradsync.compressors.choices import QSGD_MAX_LEVELS
+from gradsync.compressors.counter_draws import DrawKey
+from gradsync.compressors.fused import fused
+from gradsync.compressors.fused_segments import Layout, reductions
 from gradsync.compressors.options.quantizers import QSGDConfig
-from gradsync.compressors.quantized import PackedQuantizer
-from gradsync.compressors.segments import Segments
+from gradsync.compressors.quant_kernels import encode_packed
+from gradsync.compressors.quantized import PackedQuantizer, Statistics
+from gradsync.compressors.segments import SegmentTables
 
 
 def bits_for_levels(levels: int) -> int:
@@ -25,9 +29,43 @@ def bits_for_levels(levels: int) -> int:
     return next(bits for bits in (2, 4, 8) if 2 * levels + 1 <= 2**bits)
 
 
+def qsgd_codes(values: Tensor, draws: Tensor, factor: Tensor, levels: int) -> Tensor:
+    """The codes ``sign·level + s``, level = floor(s·|g|/v + u) (at most s), with ``factor`` =
+    s/v, as floats."""
+    # Capped at s before the draw is added: the same codes (a level past s is s either way),
+    # and a GPU cannot fuse the product into the addition (one rounding for the definition's
+    # two) across the cap.
+    level = values.abs().mul_(factor).clamp_(max=levels).add_(draws).floor_().clamp_(max=levels)
+    return level.copysign_(values).add_(levels)
+
+
+@fused
+def qsgd_statistics(flat: Tensor, head: int, layout: Layout, levels: int) -> Statistics:
+    """((s/v,), v) for the tensors of ``flat[:head]``, v = ||g||₂."""
+    values = flat[:head]
+    norms = reductions(layout).sums_of_squares(values).sqrt_().float()
+    # An all-zero tensor has norm 0; the clamp keeps 0/0 out and its levels at 0.
+    return (levels / norms.clamp_min(torch.finfo(values.dtype).tiny),), norms
+
+
+@fused
+def qsgd_encode(
+    flat: Tensor,
+    head: int,
+    tables: SegmentTables,
+    key: DrawKey,
+    parameters: tuple[Tensor, ...],
+    levels: int,
+    bits: int,
+) -> Tensor:
+    """``qsgd_codes`` of ``flat[:head]`` at the factors ``parameters``, packed."""
+    return encode_packed(qsgd_codes, flat[:head], tables, bits, key, (*parameters, levels))
+
+
 class QSGDCompressor(PackedQuantizer):
     stochastic = True
     error_feedback = False
+    encoder = qsgd_encode
 
     def __init__(self, *, levels: int = QSGDConfig.levels, seed: int = 0) -> None:
         super().__init__(seed=seed)
@@ -35,19 +73,13 @@ class QSGDCompressor(PackedQuantizer):
         self.levels = levels
         self.code_offset, self.code_unit = float(levels), 1.0 / levels  # sign·level·v/s
 
-    def scales(self, head: Tensor, layout: Segments) -> tuple[Tensor, Tensor]:
-        return head, layout.sums_of_squares(head).sqrt_().float()
+    def statistics(self, flat: Tensor, head: int, layout: Layout) -> Statistics:
+        return qsgd_statistics(flat, head, layout, self.levels)
 
-    def encode(
-        self, values: Tensor, layout: Segments, scales: Tensor, draws: Tensor | None, out: Tensor
-    ) -> None:
+    def codes(self, values: Tensor, draws: Tensor | None, *parameters: Tensor, out: Tensor) -> None:
         assert draws is not None
-        # An all-zero tensor has norm 0; the clamp keeps 0/0 out and its levels at 0.
-        factors = self.levels / scales.clamp_min(torch.finfo(values.dtype).tiny)
-        layout.map(self._codes, [values, draws], [factors], out=out)
+        (factor,) = parameters
+        out.copy_(qsgd_codes(values, draws, factor, self.levels))
 
-    def _codes(self, part: Tensor, draws: Tensor, factor: Tensor, *, out: Tensor) -> None:
-        """The codes ``sign·level + s``, level = floor(s·|g|/v + u), with ``factor`` = s/v."""
-        s = self.levels
-        level = draws.add_(part.abs().mul_(factor)).floor_().clamp_(max=s)  # may reach s + 1
-        out.copy_(level.copysign_(part).add_(s))
+    def encoder_args(self) -> tuple[int, ...]:
+        return self.levels, self.bits

@@ -1,19 +1,27 @@
 """``compressor=randomk``: k random elements, the same on every worker, so values all-reduce.
 
-Indices come from a generator seeded by (seed, step, group name) and never from the worker's
-rank: every worker draws the same set without communicating.
+Indices are drawn on the gradient's device by a generator seeded from (seed, step, group name),
+never from the worker's rank: every worker draws the same set without communicating (from the
+same seed, a device of the same kind draws the same numbers). Nothing is read on the host, and
+nothing is copied to the device: the seed is the generator's, set on the host.
 """
 
 from __future__ import annotations
+
+import functools
+import math
 
 import torch
 from torch import Tensor
 from typing_extensions import Unpack
 
-from gradsync.compressors.device_copy import on_device
 from gradsync.compressors.seeding import seeded_generator
 from gradsync.compressors.sparse import AgreedIndexCompressor
 from gradsync.compressors.warmup import WarmupArgs
+
+SHORT_LOG2 = -80.0
+"""Draws are sized so that fewer than k distinct values come up with probability below 2^-80 a
+draw (below one in 10^12 after 10^12 draws)."""
 
 
 class RandomKCompressor(AgreedIndexCompressor):
@@ -22,21 +30,65 @@ class RandomKCompressor(AgreedIndexCompressor):
         self.seed = seed
 
     def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int], k: int) -> Tensor:
-        # Drawn on the host (the same draws on every device), copied without waiting.
-        gen = seeded_generator(self.seed, step, name, device=torch.device("cpu"))
-        return on_device(random_subset(flat.numel(), k, gen), torch.int64, flat.device)
+        gen = seeded_generator(self.seed, step, name, device=flat.device)
+        return random_subset(flat.numel(), k, gen)
 
 
 def random_subset(n: int, k: int, gen: torch.Generator) -> Tensor:
-    """k distinct indices in [0, n), uniformly among all k-subsets, in O(k log k) rather than
-    the O(n) of a full permutation (which dominated the step for large models).
+    """k distinct indices (int64) in [0, n), uniformly among all k-subsets, drawn on ``gen``'s
+    device in a fixed number of kernels, without a full permutation's O(n) where k is small.
 
-    Draws with replacement until at least k distinct values are in hand; given its size, that
-    set is a uniform random subset, so k of it taken by a random permutation are too."""
-    if 2 * k > n:
-        return torch.randperm(n, generator=gen)[:k]
-    distinct = torch.empty(0, dtype=torch.int64)
-    while distinct.numel() < k:
-        draws = torch.randint(n, (k + k // 8 + 16,), generator=gen)
-        distinct = torch.unique(torch.cat([distinct, draws]))
-    return distinct[torch.randperm(distinct.numel(), generator=gen)[:k]]
+    m values are drawn with replacement and the first k distinct ones, in the order they came
+    up, are kept (``first_distinct``). Any relabelling of [0, n) leaves independent uniform
+    draws as likely as before, and maps the first k distinct values of the draws to those of
+    the relabelled draws: so every ordered k-tuple of distinct values is equally likely, and
+    every k-subset too. ``draws_for`` sizes m so that fewer than k distinct values are
+    astronomically unlikely; where that takes about n draws, a permutation's first k are taken.
+    """
+    m = draws_for(n, k)
+    if m >= n:
+        return torch.randperm(n, generator=gen, device=gen.device)[:k]
+    return first_distinct(torch.randint(n, (m,), generator=gen, device=gen.device), k)
+
+
+def first_distinct(draws: Tensor, k: int) -> Tensor:
+    """The first ``k`` distinct values of ``draws``, in no particular order; with fewer than
+    ``k`` distinct values (which ``draws_for`` makes astronomically unlikely), some repeat.
+
+    A stable sort puts each value's draws together, earliest first; a value's first draw is
+    the one whose sorted neighbour before it differs. The k earliest first draws are kept."""
+    values, order = torch.sort(draws, stable=True)
+    repeated = values[1:] == values[:-1]
+    # Where each value first came up; a repeat, as late as the last draw, is taken last.
+    order[1:].masked_fill_(repeated, draws.numel() - 1)
+    earliest = torch.topk(order, k, largest=False, sorted=False).values
+    return draws[earliest]
+
+
+@functools.lru_cache(maxsize=256)
+def draws_for(n: int, k: int) -> int:
+    """How many draws with replacement from n values give k distinct ones, but with probability
+    below 2^``SHORT_LOG2``; at least n where that takes about n or more.
+
+    Before k distinct values are in hand, a draw repeats one with probability at most
+    q = (k - 1)/n, so m draws fall short only if more than m - k of them repeat, which is at
+    most as likely as more than m - k successes in m trials of probability q:
+    P(Bin(m, q) >= t) <= exp(-mq) (e·mq/t)^t for t = m - k + 1 > mq (Chernoff)."""
+    if k <= 1 or k >= n:
+        return k if k <= 1 else n
+    q, limit = (k - 1) / n, SHORT_LOG2 * math.log(2)
+
+    def enough(m: int) -> bool:
+        mean, t = m * q, m - k + 1
+        return t > mean and -mean + t * (1 + math.log(mean / t)) <= limit
+
+    high = k + 1
+    while not enough(high):
+        if high >= n:
+            return n
+        high = k + 2 * (high - k)
+    low = k  # not enough: k draws hold k distinct values only if no repeat at all
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return min(high, n)

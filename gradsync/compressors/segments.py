@@ -15,6 +15,8 @@ are exact.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cached_property
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -32,6 +34,25 @@ first find the rows in cache; a GPU takes all rows in each kernel."""
 
 ElementwiseOp = Callable[..., object]
 """``op(*inputs, *values, out=out)``: elementwise, writing ``out``; ``values`` broadcast."""
+
+
+class SegmentTables(NamedTuple):
+    """A layout's index tensors, for a kernel that takes tensors only (a ``torch.compile``d one
+    cannot take the ``Segments`` itself without compiling again for every layout)."""
+
+    ends: Tensor
+    """Where each segment ends (its sizes' running sum): an element's segment is the number of
+    ends at or below its index."""
+    lengths: Tensor
+    """Element count of every segment."""
+    row_segment: Tensor
+    """The segment of each whole row (of a crossing row: some segment; its loose elements are
+    the ones that count)."""
+    targets: Tensor
+    """Where each row's partial result, then each loose element, adds: a crossing row into the
+    extra slot ``count`` (dropped)."""
+    loose: Tensor
+    """The loose elements' indices."""
 
 
 class Segments:
@@ -56,6 +77,17 @@ class Segments:
         """Element count of every segment."""
         step = CPU_BLOCK_ROWS if cpu_branch(device) else max(self.rows, 1)
         self._blocks = [slice(r, min(r + step, self.rows)) for r in range(0, self.rows, step)]
+
+    @cached_property
+    def tables(self) -> SegmentTables:
+        """The layout as tensors (built on first use, once per layout)."""
+        return SegmentTables(
+            ends=self.lengths.cumsum(0),
+            lengths=self.lengths,
+            row_segment=self._unit_source[: self.rows],
+            targets=torch.cat([self._row_target, self._loose_target]),
+            loose=self._loose,
+        )
 
     # ---- views --------------------------------------------------------------------------------
     def row_view(self, x: Tensor) -> Tensor:

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from gradsync.compressors.code_paths import layout_cache
-from gradsync.compressors.layer_topk import LayerwiseTopK
+from gradsync.compressors.segmented_topk import density_topk
 from gradsync.compressors.segments import segments
 from gradsync.compressors.sparse import density_k
 
@@ -27,7 +26,8 @@ def layerwise_topk_indices(
     flat: Tensor, ranges: Sequence[tuple[int, int]], ks: Sequence[int]
 ) -> Tensor:
     """Top-``ks[j]`` inside each ``ranges[j] = (start, end)`` of ``flat``, as flat indices: the
-    definition, one ``torch.topk`` per range, that ``LayerwiseTopK`` batches."""
+    definition, one ``torch.topk`` per range, that ``SegmentedTopK`` and ``LayerwiseTopK``
+    batch."""
     picks = [
         topk_indices(flat[start:end], k) + start for (start, end), k in zip(ranges, ks, strict=True)
     ]
@@ -47,20 +47,8 @@ def tensor_ranges(sizes: Sequence[int]) -> list[tuple[int, int]]:
 
 def per_tensor_topk_indices(flat: Tensor, sizes: Sequence[int], density: float) -> Tensor:
     """Layer-wise top-k with ``k_l = max(1, int(density * n_l))`` in every tensor (sands-lab and
-    OMGS "topk"), as flat indices, selected for all tensors at once."""
-    return _per_tensor_topk(tuple(sizes), density, flat.device).indices(flat)
-
-
-@layout_cache
-def _per_tensor_topk(sizes: tuple[int, ...], density: float, device: torch.device) -> LayerwiseTopK:
-    ranges = [(s, e) for s, e in tensor_ranges(sizes) if e > s]
-    return LayerwiseTopK(
-        [s for s, _ in ranges],
-        [e - s for s, e in ranges],
-        [density_k(density, e - s) for s, e in ranges],
-        numel=sum(sizes),
-        device=device,
-    )
+    OMGS "topk"), as flat indices, selected for all tensors at once (``segmented_topk.py``)."""
+    return density_topk(tuple(sizes), density, flat.device).indices(flat)
 
 
 def threshold_indices(flat: Tensor, threshold: float) -> Tensor:

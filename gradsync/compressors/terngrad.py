@@ -12,13 +12,32 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from gradsync.compressors.counter_draws import DrawKey
+from gradsync.compressors.fused import fused
+from gradsync.compressors.fused_segments import Layout, reductions
 from gradsync.compressors.options.quantizers import TernGradConfig
-from gradsync.compressors.quantized import PackedQuantizer
-from gradsync.compressors.segments import Segments
-from gradsync.compressors.ternary import TERNARY_BITS, clip_segments_by_std, codes_at_scalers
+from gradsync.compressors.quant_kernels import encode_packed
+from gradsync.compressors.quantized import PackedQuantizer, Statistics
+from gradsync.compressors.segments import SegmentTables
+from gradsync.compressors.ternary import TERNARY_BITS, clipped_codes, ternary_statistics
 from gradsync.types import GroupInfo
 
 CLASSIFIER_TENSORS = 2  # the logits layer's weight and bias
+
+
+@fused
+def terngrad_statistics(flat: Tensor, head: int, layout: Layout, clip: float) -> Statistics:
+    """((clip bound,), local scalers) of the tensors of ``flat[:head]``."""
+    bound, scalers = ternary_statistics(reductions(layout), flat[:head], clip)
+    return (bound,), scalers
+
+
+@fused
+def terngrad_encode(
+    flat: Tensor, head: int, tables: SegmentTables, key: DrawKey, parameters: tuple[Tensor, ...]
+) -> Tensor:
+    """``clipped_codes`` of ``flat[:head]`` at (bound, scaler) = ``parameters``, packed."""
+    return encode_packed(clipped_codes, flat[:head], tables, TERNARY_BITS, key, parameters)
 
 
 class TernGradCompressor(PackedQuantizer):
@@ -26,6 +45,7 @@ class TernGradCompressor(PackedQuantizer):
     stochastic = True
     code_offset, code_unit = 1.0, 1.0  # codes 0, 1, 2 -> -s, 0, +s
     error_feedback = False
+    encoder = terngrad_encode
 
     def __init__(
         self,
@@ -52,21 +72,15 @@ class TernGradCompressor(PackedQuantizer):
         # parts when the group is laid out in model order.
         return min(tensors, max(0, self.float_last - group.tensors_after))
 
-    def scales(self, head: Tensor, layout: Segments) -> tuple[Tensor, Tensor]:
-        clipped = head
-        if self.clip > 0:
-            out = self._scratch.get("clipped", head.numel(), head)
-            clipped = clip_segments_by_std(head, layout, self.clip, out=out)
-        scalers = layout.max_magnitudes(clipped).float()  # s_w = max|g| after clipping
+    def statistics(self, flat: Tensor, head: int, layout: Layout) -> Statistics:
+        (bound,), scalers = terngrad_statistics(flat, head, layout, self.clip)
         if self.share_scalers:  # one all-reduce for all of the group's scalers
             self.collective.all_reduce((scalers,), op="max")
-        return clipped, scalers
+        return (bound, scalers), scalers
 
     def scales_agreed(self) -> bool:
         return self.share_scalers
 
-    def encode(
-        self, values: Tensor, layout: Segments, scales: Tensor, draws: Tensor | None, out: Tensor
-    ) -> None:
+    def codes(self, values: Tensor, draws: Tensor | None, *parameters: Tensor, out: Tensor) -> None:
         assert draws is not None
-        layout.map(codes_at_scalers, [values, draws], [scales], out=out)
+        out.copy_(clipped_codes(values, draws, *parameters))

@@ -17,15 +17,31 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from gradsync.compressors.fused import fused
 from gradsync.types import GroupInfo
 
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s guard against a zero norm
 
 
+@fused
 def clip_coefficient(norm: Tensor, max_norm: float) -> Tensor:
-    """min(1, max_norm / norm) as a 0-d tensor (no host sync)."""
+    """min(1, max_norm / norm) as a 0-d tensor (no host sync; one kernel on a GPU)."""
     coefficient: Tensor = (max_norm / (norm + CLIP_EPS)).clamp(max=1.0)
     return coefficient
+
+
+@fused
+def previous_coefficient(previous: Tensor, norm: Tensor, max_norm: float) -> Tensor:
+    """``clip_coefficient`` of the previous step's whole gradient, whose sum of squares is
+    ``previous``; of the group's own ``norm`` while that is not finite (the first steps
+    overflowed under fp16). One kernel on a GPU."""
+    return clip_coefficient.eager(torch.where(previous.isfinite(), previous.sqrt(), norm), max_norm)
+
+
+@fused
+def finite_or(squares: Tensor, previous: Tensor) -> Tensor:
+    """``squares`` where finite, else ``previous`` (one kernel on a GPU)."""
+    return torch.where(squares.isfinite(), squares, previous)
 
 
 def holds_whole_model(group: GroupInfo) -> bool:
@@ -55,9 +71,7 @@ class WholeGradientClip:
         if holds_whole_model(group) or self._previous is None:
             return clip_coefficient(norm, max_norm)
         self._previous = self._previous.to(norm.device)  # restored from a checkpoint on the CPU
-        # No finite norm yet (the first steps overflowed under fp16): the group's own.
-        previous = torch.where(self._previous.isfinite(), self._previous.sqrt(), norm)
-        return clip_coefficient(previous, max_norm)
+        return previous_coefficient(self._previous, norm, max_norm)
 
     def _close_step(self) -> None:
         squares, self._squares = self._squares, None
@@ -66,7 +80,7 @@ class WholeGradientClip:
         if self._previous is None:
             self._previous = squares
         else:  # an fp16 step that overflowed (and was skipped) keeps the last finite norm
-            self._previous = torch.where(squares.isfinite(), squares, self._previous)
+            self._previous = finite_or(squares, self._previous.to(squares.device))
 
     # ---- checkpoints: a resumed run clips its first step as the uninterrupted one ------------
     def state(self) -> Tensor | None:

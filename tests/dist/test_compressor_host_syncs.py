@@ -1,7 +1,7 @@
 """Over real gloo ranks, every compressor waits on the host only at the points it declares
 (``host_syncs``), and the sparsifiers whose agreement depends on the data pass theirs: union
 top-k its union, hard threshold its selection and the lengths of its ragged gather, DEFT its
-norms, its plan and its workers' counts, once a step each."""
+norms and its workers' counts once a step, and its plan at the steps another worker packed it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_module
 
+from gradsync.algorithms.deft_plan import decision_worker
 from gradsync.comm.collective import TorchCollective
 from gradsync.comm.host_sync import take_counts
 from gradsync.config.instantiate import build
@@ -24,7 +25,7 @@ STEPS = 3
 MUST_PASS = {
     "topk": {"union.indices": STEPS},
     "threshold": {"threshold.indices": STEPS, "union.indices": STEPS, "all_gather.lengths": STEPS},
-    "deft": {"deft.norms": STEPS, "deft.plan": STEPS, "all_gather.lengths": STEPS},
+    "deft": {"deft.norms": STEPS, "all_gather.lengths": STEPS},  # and its plan: see below
 }
 
 
@@ -53,8 +54,11 @@ def test_compressors_wait_only_where_they_declare_and_where_their_method_decides
     for name in group_options()["compressor"]:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
             configs[name] = compose("train", overrides=[f"compressor={name}"]).compressor
-    for by_name in run_world(_passed, 2, tmp_path, configs, timeout=300):
+    for rank, by_name in enumerate(run_world(_passed, 2, tmp_path, configs, timeout=300)):
         for name, (passed, declared) in by_name.items():
             assert set(passed) <= set(declared), name
             for point, count in MUST_PASS.get(name, {}).items():
                 assert passed.get(point) == count, (name, point, passed)
+        # DEFT's decision worker packed the bins it broadcasts: only the others read them.
+        deciding = sum(decision_worker(step, 2) == rank for step in range(STEPS))
+        assert by_name["deft"][0].get("deft.plan", 0) == STEPS - deciding

@@ -1,6 +1,6 @@
 """Each compressor waits on the host only at the points it declares (``host_syncs``), and those
-it must: DEFT reads its norms and its plan once a step, a lone worker's union needs no sync, and
-hard threshold's selection is one. Several workers: tests/dist/test_compressor_host_syncs.py."""
+it must: a lone DEFT worker never waits on a GPU's route, a lone worker's union needs no sync,
+and hard threshold's selection is one. Several workers: tests/dist/test_compressor_host_syncs.py."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from hydra import compose, initialize_config_module
 from torch.profiler import ProfilerActivity, profile
 
 from gradsync.comm.host_sync import take_counts
+from gradsync.compressors.code_paths import gpu_branches
 from gradsync.compressors.deft import DEFTCompressor
 from gradsync.compressors.threshold import ThresholdCompressor
 from gradsync.compressors.topk import TopKCompressor
@@ -41,8 +42,13 @@ def test_every_compressor_passes_only_the_points_it_declares(name):
     assert set(_passed(compressor)) <= set(compressor.host_syncs)
 
 
-def test_deft_reads_its_norms_and_its_plan_once_a_step():
-    assert _passed(DEFTCompressor(density=0.05)) == {"deft.norms": STEPS, "deft.plan": STEPS}
+def test_one_deft_worker_never_waits_on_a_gpus_route():
+    # Alone, a worker has no plan to agree on, and its k's are computed on the device; on a
+    # CPU's own route it reads its norms, which are on the host already.
+    for exact in (False, True):
+        with gpu_branches():
+            assert _passed(DEFTCompressor(density=0.05, exact_k=exact)) == {}
+        assert _passed(DEFTCompressor(density=0.05, exact_k=exact)) == {"deft.norms": STEPS}
 
 
 @pytest.mark.parametrize("exchange", ["union", "allgather"])

@@ -6,11 +6,13 @@ import itertools
 import math
 import random
 
+import numpy as np
 import pytest
 
 from gradsync.algorithms.deft_plan import (
     assign_local_k,
     bin_for_rank,
+    local_k_bound,
     lpt_bins,
     partition_layers,
     selection_cost,
@@ -109,6 +111,43 @@ def test_exact_k_on_resnet18_at_16_workers():
     for _ in range(20):
         norms = [rng.lognormvariate(0, 2) for _ in ranges]
         assert sum(assign_local_k(norms, lengths, k, exact=True)) == k
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_local_k_bound_holds_whatever_the_norms(seed):
+    # What a lone worker's selection is sized by before it reads anything.
+    rng = random.Random(seed)
+    for _ in range(60):
+        norms, sizes, _ = _exact_case(rng)
+        for k in (1, len(sizes), rng.randint(1, sum(sizes)), sum(sizes) + 5):
+            for exact in (False, True):
+                bound = local_k_bound(sizes, k, exact=exact)
+                assert sum(assign_local_k(norms, sizes, k, exact=exact)) <= bound
+                if exact and k >= len(sizes):
+                    assert sum(assign_local_k(norms, sizes, k, exact=True)) == bound
+
+
+def _rounding_with_fsum(norms: list[float], sizes: list[int], k: int) -> list[int]:
+    """The default rounding as it was first written, the norms summed by ``math.fsum``."""
+    ks, k_rem, norm_rem = [0] * len(norms), k, math.fsum(norms)
+    for j in sorted(range(len(norms)), key=lambda j: (norms[j], j), reverse=True):
+        share = math.floor(k_rem * norms[j] / norm_rem) if norm_rem > 0 else 0
+        ks[j] = min(sizes[j], max(1, share))
+        k_rem, norm_rem = k_rem - ks[j], norm_rem - norms[j]
+    return ks
+
+
+def test_norms_summed_from_the_smallest_up_round_as_an_exact_sum_does():
+    # Norms of float32 gradients within 2**20 of each other sum exactly in float64, in any
+    # order: the order a device repeats changes nothing there.
+    rng = random.Random(0)
+    for _ in range(500):
+        count = rng.randint(1, 60)
+        norms = [float(np.float32(rng.uniform(1e-3, 1e3))) for _ in range(count)]
+        norms += [0.0] * rng.randint(0, 3)
+        sizes = [rng.randint(1, 5000) for _ in norms]
+        k = rng.randint(1, sum(sizes))
+        assert assign_local_k(norms, sizes, k) == _rounding_with_fsum(norms, sizes, k)
 
 
 def test_default_mode_keeps_the_reference_rounding():

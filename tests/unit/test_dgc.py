@@ -4,6 +4,7 @@ through a checkpoint, and the engine applying what it sent. Two workers: tests/d
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import torch
 from torch import nn
 
 from gradsync.comm.solo import SoloCollective
+from gradsync.compressors.code_paths import gpu_branches
 from gradsync.compressors.dgc import DGCCompressor
 from gradsync.compressors.whole_clip import WholeGradientClip
 from gradsync.feedback import auto
@@ -216,11 +218,21 @@ def test_a_skipped_step_gives_back_memory_that_a_re_plan_still_carries():
     assert state["v/group1"].tolist() == [0, 1, 2, 0]
 
 
-def test_clipping_norm_is_the_whole_gradients_whatever_the_groups():
+ROUTES = {"cpu": contextlib.nullcontext, "gpu": gpu_branches}
+"""Eager, or along the GPU's route (its fused kernels compiled)."""
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_clipping_norm_is_the_whole_gradients_whatever_the_groups(route):
     """One tensor per group (as lags hands them over): the first step clips each by its own
     norm (no whole gradient known yet), later steps by the previous step's whole-gradient norm;
     a group that is the whole model uses its own, the current one. An fp16 step that overflowed
     does not become the norm."""
+    with ROUTES[route]():
+        _clip_by_the_whole_gradient()
+
+
+def _clip_by_the_whole_gradient() -> None:
     clip = WholeGradientClip()
     parts = [TensorPart(0, (2,)), TensorPart(1, (2,))]
     first, second = torch.tensor([3.0, 4.0]), torch.tensor([0.0, 12.0])
@@ -240,9 +252,15 @@ def test_clipping_norm_is_the_whole_gradients_whatever_the_groups():
     assert float(clip.coefficient(first, group(4, 0), 1.0)) == pytest.approx(0.1)
 
 
-def test_a_first_step_that_overflowed_leaves_no_norm_behind():
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_first_step_that_overflowed_leaves_no_norm_behind(route):
     """Under fp16 the first steps often overflow (and are skipped): their inf or NaN norm is
     never used; the group's own norm is, until a finite step has been seen."""
+    with ROUTES[route]():
+        _clip_after_an_overflow()
+
+
+def _clip_after_an_overflow() -> None:
     for bad in (float("inf"), float("nan")):
         clip = WholeGradientClip()
 
@@ -281,3 +299,34 @@ def test_a_resumed_dgc_clips_as_the_uninterrupted_one():
     assert [float(values[0]) for values in sent] == pytest.approx([1.2, 1.6])
     for a, b in zip(run(going_on, 1, later), sent, strict=True):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("exchange", ["allgather", "union"])
+def test_the_gpus_route_sends_and_keeps_what_the_cpus_does(exchange):
+    """On the GPU's route DGC accumulates in one compiled kernel and selects every tensor's
+    top-k with the segmented top-k; on a CPU, eagerly and with ``LayerwiseTopK``. Both send
+    the same elements and keep the same u and v, step after step (clipped, fp32)."""
+    sizes = [300, 7, 2100, 1, 64, 5000]
+    parts = tuple(TensorPart(i, (n,)) for i, n in enumerate(sizes))
+
+    def steps(dgc: DGCCompressor) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
+        sent = []
+        for step in range(3):
+            grad = torch.randn(sum(sizes), generator=torch.Generator().manual_seed(step))
+            group = GroupInfo("g", step, 0, parts=parts, model_tensors=len(parts))
+            payload, ctx = dgc.compress(grad, group=group)
+            state = dgc.state_dict()
+            indices = dgc.selected(payload, ctx)
+            sent.append((sorted(indices.tolist()), state["u/g"], state["v/g"]))
+        return sent
+
+    def make() -> DGCCompressor:
+        return DGCCompressor(density=0.01, momentum=0.9, clip_norm=5.0, exchange=exchange)
+
+    eager = steps(make())
+    with gpu_branches():
+        compiled = steps(make())
+    for (want, u, v), (got, cu, cv) in zip(eager, compiled, strict=True):
+        assert got == want
+        torch.testing.assert_close(cu, u, rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(cv, v, rtol=1e-6, atol=1e-7)

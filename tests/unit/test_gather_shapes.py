@@ -54,9 +54,12 @@ SAME_SHAPE = {  # compressor: whether every worker's payload has this worker's s
 
 
 class _Gathers(SoloCollective):
-    """A world of one that remembers what each all-gather was told about its shapes."""
+    """A world that remembers what each all-gather was told about its shapes; of one worker,
+    or seen as larger by a compressor that exchanges only with other workers (each collective
+    still answers as the world of one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, world_size: int = 1) -> None:
+        self.world_size = world_size
         self.same_shape: list[bool] = []
 
     def all_gather(self, payload, *, same_shape=False):
@@ -71,18 +74,19 @@ def test_each_compressor_says_whether_payloads_have_the_same_shapes_everywhere(n
 
 
 @pytest.mark.parametrize(
-    ("make", "same_count"),
+    ("make", "same_count", "world_size"),
     [
-        (lambda: TopKCompressor(density=0.1), True),
-        (lambda: TopKCompressor(density=0.1, scope="layer"), True),
-        (lambda: ThresholdCompressor(density=0.1, threshold=0.5), False),
-        (lambda: DEFTCompressor(density=0.1), False),  # each worker's own layers and k
+        (lambda: TopKCompressor(density=0.1), True, 1),
+        (lambda: TopKCompressor(density=0.1, scope="layer"), True, 1),
+        (lambda: ThresholdCompressor(density=0.1, threshold=0.5), False, 1),
+        # Each worker's own layers and k (alone, DEFT gathers nothing)
+        (lambda: DEFTCompressor(density=0.1), False, 2),
     ],
 )
 def test_indices_gathered_while_selecting_skip_the_lengths_only_when_every_worker_has_k(
-    make, same_count
+    make, same_count, world_size
 ):
-    compressor, collective = make(), _Gathers()
+    compressor, collective = make(), _Gathers(world_size)
     compressor.bind(collective)
     compressor.compress(torch.randn(sum(SIZES)), group=GroupInfo.of_sizes("g", 0, SIZES))
     assert collective.same_shape == [same_count]
