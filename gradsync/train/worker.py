@@ -54,7 +54,7 @@ from gradsync.train.capacity import gpu_sharing_problem
 from gradsync.train.checkpoint import resolve_checkpoint
 from gradsync.train.faults import FaultPlan, as_comm_timeout
 from gradsync.train.loop import Schedule, Trainer
-from gradsync.train.servers import serve
+from gradsync.train.servers import serve, server_threads
 from gradsync.train.sync_check import HostSyncCheck, declared_host_syncs
 from gradsync.train.timing import make_clock
 from gradsync.types import MetricsLogger
@@ -216,7 +216,8 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
     if env.rank >= t.workers:  # a parameter server
         measured = _announce_link(NullLogger(), env, device)
         serve(cfg, model, server=env.rank - t.workers, steps_per_epoch=steps_per_epoch,
-              total_steps=total_steps, link_mbit=measured)  # fmt: skip
+              total_steps=total_steps, link_mbit=measured,
+              threads=server_threads(cfg, env))  # fmt: skip
         dist.barrier()
         return
     collective = TorchCollective(group=workers, timeout=timedelta(seconds=t.comm_timeout_s))

@@ -3,9 +3,11 @@ server, and the tags that keep pushes and pulls apart on the wire."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch.distributed as dist
+from torch import Tensor
 
 PUSH, PULL = 1, 2  # point-to-point tags: gradients to a server, parameters back
 CLOCKS = 2  # a pull carries the slowest and the fastest worker's clock after the parameters
@@ -41,3 +43,9 @@ class Shards:
 
     def rank(self, server: int) -> int:
         return self.workers + server
+
+
+def shaped(flat: Tensor, like: Sequence[Tensor]) -> list[Tensor]:
+    """Views of ``flat`` (tensors of the shapes of ``like``, end to end) shaped as each."""
+    pieces = flat.split([t.numel() for t in like])
+    return [piece.view_as(t) for piece, t in zip(pieces, like, strict=True)]

@@ -30,7 +30,10 @@ across the next step's RS, never meet RS's messages under the same tags.
 
 On a GPU the gradients, LGP's local change and its correction stay on the device; what RS and
 ICS push goes to the host on the communication thread, and what comes back goes to the device
-(``host.py``). The step's loss travels inside RS's push, so it is never read on the host here.
+(``host.Staging``). The step's loss travels inside RS's push, so it is never read on the host
+here. What a step's exchange passes through is made once and reused (``buffers.Buffers``):
+RS's and ICS's flat gradients and RS's push on the device, their pinned copies and the replies
+on the host; on the CPU nothing is staged.
 """
 
 from __future__ import annotations
@@ -51,10 +54,11 @@ from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.engine.exchange import Bucket
 from gradsync.schedulers.engine.step_timer import StepTimer
+from gradsync.schedulers.ps.buffers import Buffers
 from gradsync.schedulers.ps.config import MAX_UNIMPORTANT, UMAX_FORMULA, OspConfig
 from gradsync.schedulers.ps.groups import background
-from gradsync.schedulers.ps.host import host_empty, to_device, to_host
-from gradsync.schedulers.ps.layout import CLOCKS, PULL, PUSH
+from gradsync.schedulers.ps.host import Staging
+from gradsync.schedulers.ps.layout import CLOCKS, PULL, PUSH, shaped
 from gradsync.types import Collective, GroupInfo, Payload, SyncStats
 
 
@@ -93,6 +97,10 @@ class OspSync(SyncComponents):
         self._began = 0.0
         self._comm: CommThread | None = None
         self._timer: StepTimer | None = None
+        self._staging: Staging | None = None
+        self._buffers: Buffers | None = None
+        """After ``attach``: RS's push (its flat gradient, then the stamp) and ICS's flat
+        gradient, on the device."""
         self._routine: Collective = self.collective
         """After ``attach``: every rank over the default group (RS)."""
         self._ics: Collective = self.collective
@@ -102,7 +110,9 @@ class OspSync(SyncComponents):
         self._params = [p for p in model.parameters() if p.requires_grad]
         self._optimizer = optimizer
         self._gib = [True] * len(self._params)
-        self._comm, self._timer = self.start_comm(self._params[0].device)
+        device = self._params[0].device
+        self._comm, self._timer = self.start_comm(device)
+        self._staging, self._buffers = Staging(device), Buffers(device)
         self._routine, self._ics = self.collective.world(), background()
         self._server = self.collective.world_size  # the one server: rank trainer.workers
 
@@ -117,39 +127,33 @@ class OspSync(SyncComponents):
         assert self._optimizer is not None and comm is not None and timer is not None, "attach()"
         start = timer.mark()
         compute = self.clock() - self._began  # feeds the server's U_max: the synchronizing clock
-        grads = [
-            p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
-            for p in self._params
-        ]
+        # The gradients themselves: whatever reads them below copies them within the step (RS's
+        # and ICS's flat gradients, LGP's change).
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self._params]
         important, unimportant = self._layers(True), self._layers(False)
         device, dtype = self._params[0].device, self._params[0].dtype
         # The server's stamp (loss, compute time), made where the gradients are: the loss is
         # not read on the host here.
         seen = torch.zeros(1, device=device) if loss is None else loss.detach().reshape(1)
         stamp = [seen.to(dtype), torch.full((1,), compute, device=device, dtype=dtype)]
-        routine = Bucket(
-            0, _flat(grads, important, like=self._params[0]), GroupInfo("rs", step, epoch)
-        )
+        # RS's flat gradient is the front of its push, the stamp after it (``_send_routine``).
+        flat = self._flat("rs", grads, important, extra=len(stamp))
+        routine = Bucket(0, flat, GroupInfo("rs", step, epoch))
         values, following = self.exchange(routine, partial(self._send_routine, stamp)).wait()
         synced = timer.mark()
-        with torch.no_grad():
-            for layer, value in zip(
-                important, values.split([self._params[i].numel() for i in important]), strict=True
-            ):
-                self._params[layer].copy_(value.view_as(self._params[layer]))
+        if important:  # batched copies and updates, not a launch per tensor
+            chosen: list[Tensor] = [self._params[i] for i in important]
+            with torch.no_grad():
+                torch._foreach_copy_(chosen, shaped(values, chosen))
         with timer.span("ics_wait"):
             self._correct(still_unimportant=set(unimportant))
         lr = float(self._optimizer.param_groups[0]["lr"])
-        local = []
-        with torch.no_grad():
-            for layer in unimportant:  # LGP: the local gradient now, swapped later
-                change = -lr * grads[layer]
-                self._params[layer].add_(change)
-                local.append(change)
         if unimportant:
-            ics = Bucket(
-                1, _flat(grads, unimportant, like=self._params[0]), GroupInfo("ics", step, epoch)
-            )
+            moved: list[Tensor] = [self._params[i] for i in unimportant]
+            with torch.no_grad():  # LGP: the local gradient now, swapped later
+                local = list(torch._foreach_mul([grads[i] for i in unimportant], -lr))
+                torch._foreach_add_(moved, local)
+            ics = Bucket(1, self._flat("ics", grads, unimportant), GroupInfo("ics", step, epoch))
             pushed = self.exchange(ics, self._send_background)
             self._pending = _Ics(unimportant, local, pushed.finish)
         self._gib = following
@@ -187,9 +191,14 @@ class OspSync(SyncComponents):
         """RS's ``Send``: the important layers' gradients (the payload of compressor=none),
         with the server's stamp after them, pushed by the communication thread."""
         assert self._comm is not None, "attach() first"
+        assert self._buffers is not None, "attach() first"
         (gradient,) = payload
-        push = torch.cat([gradient, *stamp])
-        stage = partial(self._routine_stage, push, gradient.numel())
+        size = gradient.numel()
+        push = self._buffers.get("rs", size + len(stamp), gradient.dtype)
+        if gradient.data_ptr() != push.data_ptr():  # not the flat gradient itself: copied in
+            push[:size].copy_(gradient)
+        torch.cat(stamp, out=push[size:])
+        stage = partial(self._routine_stage, push, size)
         return self._comm.submit(stage, inputs=push).wait
 
     def _send_background(self, bucket: Bucket, payload: Payload, ctx: Any) -> Callable[[], Tensor]:
@@ -204,17 +213,23 @@ class OspSync(SyncComponents):
         """On the communication thread: RS's push, then the server's reply (once it has every
         worker's push): the ``size`` new values of the important layers, on the device, and
         the next GIB (read on the host, where the reply lands)."""
-        reply = host_empty(size + len(self._params) + CLOCKS, push.dtype)
-        self._routine.send((to_host(push),), dst=self._server, tag=PUSH)
+        staging = self._staging
+        assert staging is not None, "attach() first"
+        (staged,) = staging.outgoing("rs-push", (push,))
+        reply = staging.landing("rs", size + len(self._params) + CLOCKS, push.dtype)
+        self._routine.send((staged,), dst=self._server, tag=PUSH)
         self._routine.recv((reply,), src=self._server, tag=PULL)
         bitmap = reply[size : size + len(self._params)].tolist()
-        return to_device(reply[:size], push.device), [b != 0 for b in bitmap]
+        return staging.arrived("rs", reply[:size]), [b != 0 for b in bitmap]
 
     def _start_ics(self, payload: Tensor) -> Callable[[], Tensor]:
         """On the communication thread: start ICS's push and its reply without waiting; the
-        function that waits for both and gives the global change (on the host)."""
-        pushed = to_host(payload)  # kept by the send until it is sent
-        result = torch.empty_like(pushed)
+        function that waits for both and gives the global change (on the host). Its buffers
+        are reused by the next ICS, which starts only once this one was waited for."""
+        staging = self._staging
+        assert staging is not None, "attach() first"
+        (pushed,) = staging.outgoing("ics-push", (payload,))
+        result = staging.landing("ics", pushed.numel(), pushed.dtype)
         sent = self._ics.start_send((pushed,), dst=self._server, tag=PUSH)
         received = self._ics.start_recv((result,), src=self._server, tag=PULL)
 
@@ -236,13 +251,29 @@ class OspSync(SyncComponents):
             raise RuntimeError(
                 f"scheduler=osp: the background synchronization failed: {exc}"
             ) from exc
-        changes = to_device(result, self._params[0].device).split(
-            [self._params[i].numel() for i in ics.layers]
-        )
+        assert self._staging is not None, "attach() first"
+        changes = shaped(self._staging.arrived("ics", result), ics.local)
+        kept = [
+            k for k, layer in enumerate(ics.layers)
+            if still_unimportant is None or layer in still_unimportant
+        ]  # fmt: skip
+        if not kept:
+            return
+        corrected: list[Tensor] = [self._params[ics.layers[k]] for k in kept]
         with torch.no_grad():
-            for layer, local, change in zip(ics.layers, ics.local, changes, strict=True):
-                if still_unimportant is None or layer in still_unimportant:
-                    self._params[layer].add_(change.view_as(local) - local)
+            swaps = torch._foreach_sub([changes[k] for k in kept], [ics.local[k] for k in kept])
+            torch._foreach_add_(corrected, swaps)
+
+    def _flat(self, name: str, grads: list[Tensor], layers: list[int], *, extra: int = 0) -> Tensor:
+        """The gradients of ``layers``, flat in layer order (empty when there are none), at the
+        front of the device buffer ``name`` (RS's, or ICS's: in flight beside the next step's
+        RS), ``extra`` elements left after them."""
+        assert self._buffers is not None, "attach() first"
+        size = sum(grads[i].numel() for i in layers)
+        out = self._buffers.get(name, size + extra, self._params[0].dtype)[:size]
+        if layers:
+            torch.cat([grads[i].reshape(-1) for i in layers], out=out)
+        return out
 
     def flush(self) -> None:
         self._correct(still_unimportant=None)
@@ -252,10 +283,3 @@ class OspSync(SyncComponents):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         return None
-
-
-def _flat(grads: list[Tensor], layers: list[int], *, like: Tensor) -> Tensor:
-    """The gradients of ``layers``, flat in layer order (empty when there are none)."""
-    if not layers:
-        return like.new_empty(0)
-    return torch.cat([grads[i].reshape(-1) for i in layers])

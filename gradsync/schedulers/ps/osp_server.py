@@ -34,9 +34,10 @@ from gradsync.algorithms.osp_split import (
 )
 from gradsync.cluster.rates import DEFAULT_RATE, rate_mbit
 from gradsync.comm.collective import TorchCollective
+from gradsync.schedulers.ps.buffers import Buffers
 from gradsync.schedulers.ps.config import OspConfig
 from gradsync.schedulers.ps.groups import background
-from gradsync.schedulers.ps.layout import PULL, PUSH
+from gradsync.schedulers.ps.layout import PULL, PUSH, shaped
 from gradsync.schedulers.ps.server import Serving
 from gradsync.types import Collective
 
@@ -102,7 +103,9 @@ class _Budget:
 def serve_osp(model: nn.Module, job: Serving) -> None:
     """Serve ``job.total_steps`` iterations as the one server; ``job.after_step`` sees the flat
     global model once each iteration is complete (RS and ICS); ``job.link_mbit``: the link's
-    measured rate."""
+    measured rate. Every message is received into, and sent from, buffers made once
+    (``Buffers``), each reused only once the message it held was waited for; each layer's
+    mean gradient is written into its ``latest`` in place."""
     steps_per_epoch, total_steps, after_step = job.steps_per_epoch, job.total_steps, job.after_step
     workers, options = job.workers, job.options
     assert isinstance(options, OspConfig)
@@ -113,29 +116,38 @@ def serve_osp(model: nn.Module, job: Serving) -> None:
     latest = [torch.zeros_like(p) for p in params]  # each layer's latest global gradient
     budget = _Budget(options, sum(nbytes), workers, job.link_mbit)
     routine, ics = TorchCollective(), background()  # RS on the default group, ICS beside it
+    buffers, dtype = Buffers(), params[0].dtype
 
-    def apply(layers: list[int], mean: Tensor, step: int) -> None:
+    def apply(layers: list[int], received: list[Tensor], extra: int, step: int) -> None:
+        """Step ``layers`` by the mean of every worker's push of them (``extra`` stamps after
+        each), summed in rank order (the same sum on every run) into their ``latest``."""
+        chosen = [latest[i] for i in layers]
+        if chosen:
+            for w, push in enumerate(received):
+                pieces = shaped(push[: len(push) - extra], chosen)
+                if w == 0:
+                    torch._foreach_copy_(chosen, pieces)
+                else:
+                    torch._foreach_add_(chosen, pieces)
+            torch._foreach_div_(chosen, workers)
         for p in params:
             p.grad = None
-        for layer, grad in zip(layers, mean.split([sizes[i] for i in layers]), strict=True):
-            params[layer].grad = latest[layer] = grad.view_as(params[layer])  # views of the mean
+        for layer in layers:
+            params[layer].grad = latest[layer]
         for group in optimizer.param_groups:
             group["lr"] = job.learning_rate(step)
         optimizer.step()
 
-    def post(layers: list[int], extra: int, link: Collective) -> Callable[[], list[Tensor]]:
-        """Post every worker's push of ``layers`` (+ ``extra`` stamps); the returned function
-        waits for them. gloo reads a message off the link only once its receive is posted."""
+    def post(
+        layers: list[int], extra: int, link: Collective, name: str
+    ) -> Callable[[], list[Tensor]]:
+        """Post every worker's push of ``layers`` (+ ``extra`` stamps) on ``link`` (RS or ICS,
+        its ``name``); the returned function waits for them. gloo reads a message off the link
+        only once its receive is posted."""
         count = sum(sizes[i] for i in layers) + extra
-        received = [torch.empty(count, dtype=params[0].dtype) for _ in range(workers)]
+        received = [buffers.get(("push", name, w), count, dtype) for w in range(workers)]
         waits = [link.start_recv((r,), src=w, tag=PUSH) for w, r in enumerate(received)]
         return lambda: [wait()[0] for wait in waits]
-
-    def mean_of(received: list[Tensor], extra: int) -> Tensor:
-        total = received[0][: len(received[0]) - extra].clone()
-        for r in received[1:]:  # in rank order: the same sum on every run
-            total += r[: len(r) - extra]
-        return total / workers
 
     def send_all(message: Tensor, link: Collective) -> Callable[[], None]:
         """Start ``message`` to every worker; the returned function waits until it is sent."""
@@ -149,34 +161,47 @@ def serve_osp(model: nn.Module, job: Serving) -> None:
 
     gib = [True] * len(params)
     epoch_budget = budget.for_epoch(0)
-    pushes = post(gib_layers(gib, True), 2, routine)
+    pushes = post(gib_layers(gib, True), 2, routine, "rs")
     for step in range(total_steps):
         important, unimportant = gib_layers(gib, True), gib_layers(gib, False)
         received = pushes()
         for r in received:
             budget.observe(float(r[-2]), float(r[-1]))
-        apply(important, mean_of(received, 2), step)
+        apply(important, received, 2, step)
         if (step + 1) % steps_per_epoch == 0:
             epoch_budget = budget.for_epoch((step + 1) // steps_per_epoch)
         following = split_unimportant(layer_importance(latest, params), nbytes, epoch_budget)
-        bitmap = torch.tensor([float(k) for k in following], dtype=params[0].dtype)
-        clocks = torch.tensor([step + 1, step + 1], dtype=params[0].dtype)
-        sent = send_all(torch.cat([flat(params, important), bitmap, clocks]), routine)
+        stamps = [float(k) for k in following] + [step + 1, step + 1]  # the GIB, the clocks
+        reply = gathered(params, important, buffers, "rs", extra=len(stamps))
+        reply[-len(stamps) :].copy_(torch.tensor(stamps, dtype=dtype))
+        sent = send_all(reply, routine)
         # Every receive is posted before a send is waited for: the link's two directions
         # then work at once (ICS pushes come in while RS replies go out, the next RS pushes
         # while ICS replies go out) instead of one after the other.
         if unimportant:
-            ics_pushes = post(unimportant, 0, ics)
+            ics_pushes = post(unimportant, 0, ics, "ics")
             sent()
-            before = flat(params, unimportant)
-            apply(unimportant, mean_of(ics_pushes(), 0), step)
-            sent = send_all(flat(params, unimportant) - before, ics)
+            before = gathered(params, unimportant, buffers, "before")
+            apply(unimportant, ics_pushes(), 0, step)
+            sent = send_all(gathered(params, unimportant, buffers, "ics").sub_(before), ics)
         if step + 1 < total_steps:
-            pushes = post(gib_layers(following, True), 2, routine)
+            pushes = post(gib_layers(following, True), 2, routine, "rs")
         sent()
         gib = following
         if after_step is not None:
             after_step(flat(params))
+
+
+def gathered(
+    params: Sequence[Tensor], layers: list[int], buffers: Buffers, key: str, *, extra: int = 0
+) -> Tensor:
+    """The values of ``layers`` end to end in the buffer of ``key``, with ``extra`` elements
+    after them left for the caller."""
+    count = sum(params[i].numel() for i in layers)
+    out = buffers.get(key, count + extra, params[0].dtype)
+    if layers:
+        torch.cat([params[i].detach().reshape(-1) for i in layers], out=out[:count])
+    return out
 
 
 def gib_layers(gib: Sequence[bool], important: bool) -> list[int]:

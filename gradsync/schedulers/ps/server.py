@@ -37,8 +37,9 @@ from gradsync.comm.collective import TorchCollective
 from gradsync.comm.solo import SoloCollective
 from gradsync.config.instantiate import resolve
 from gradsync.schedulers.engine.staleness import StalenessCorrection
+from gradsync.schedulers.ps.buffers import Buffers
 from gradsync.schedulers.ps.config import ParameterServerConfig, StaleConfig
-from gradsync.schedulers.ps.layout import PULL, Shards
+from gradsync.schedulers.ps.layout import PULL, STAMPS, Shards
 from gradsync.schedulers.ps.messages import recv_payload
 from gradsync.types import Collective, Compressor
 
@@ -115,7 +116,12 @@ def _shard_loop(model: nn.Module, job: Serving) -> _ShardLoop:
     params = [p for p in model.parameters() if p.requires_grad]
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     shards = Shards.of_world(flat.numel(), job.workers)
-    shard = _Shard(flat[shards.slice(server)].clone())
+    values = flat[shards.slice(server)]
+    # The shard's values are the front of the message that carries them to the workers, its
+    # stamps after them: ps_bsp's reply is sent as it stands, without a copy.
+    message = torch.empty(values.numel() + STAMPS, dtype=values.dtype)
+    message[: values.numel()].copy_(values)
+    shard = _Shard(message[: values.numel()])
     optimizer = job.optimizer_for(shard)
 
     def apply(gradient: Tensor, step: int, stepping: Callable[[Optimizer], None]) -> None:
@@ -127,31 +133,52 @@ def _shard_loop(model: nn.Module, job: Serving) -> _ShardLoop:
     compressor = job.compressor
     compressor.bind(SoloCollective())  # it only decompresses here, with each worker's context
     link = TorchCollective()  # every rank: this server and the workers, point to point
+    inbox = Buffers()  # one push at a time is received and used
 
     def receive(src: int | None) -> tuple[int, Tensor]:
-        sender, payload, ctx = recv_payload(link, src)
-        return sender, compressor.decompress(payload, ctx).reshape(-1).to(shard.values.dtype)
+        sender, payload, ctx = recv_payload(link, inbox, src)
+        dense = inbox.get("dense", values.numel(), values.dtype)
+        gradient = compressor.decompress(payload, ctx, out=dense)
+        return sender, gradient.reshape(-1).to(values.dtype)
 
-    return _ShardLoop(link, shard.values, optimizer, apply, receive, shards.workers, total_steps)
+    return _ShardLoop(
+        link=link,
+        values=shard.values,
+        message=message,
+        gradient=torch.empty_like(values),
+        optimizer=optimizer,
+        apply=apply,
+        receive=receive,
+        workers=shards.workers,
+        total_steps=total_steps,
+    )
 
 
 def _plain_step(optimizer: Optimizer) -> None:
     optimizer.step()
 
 
-def _reply(values: Tensor, clocks: list[int], staleness: int = 0) -> Tensor:
-    """The parameters and ``STAMPS``: the clocks, and the staleness the worker's last gradient
-    was applied with."""
-    stamp = torch.tensor([min(clocks), max(clocks), staleness], dtype=values.dtype)
-    return torch.cat([values.detach().reshape(-1), stamp])
+def _stamp(message: Tensor, clocks: list[int], staleness: int = 0) -> Tensor:
+    """``message`` (the parameters, then ``STAMPS`` slots) with the stamps written in: the
+    clocks, and the staleness the worker's last gradient was applied with."""
+    stamps = torch.tensor([min(clocks), max(clocks), staleness], dtype=message.dtype)
+    message[-STAMPS:].copy_(stamps)
+    return message
 
 
 @dataclass(frozen=True)
 class _ShardLoop:
-    """One server's shard and its links to the workers, for ``total_steps`` steps."""
+    """One server's shard and its links to the workers, for ``total_steps`` steps. Every
+    buffer of a step is made once: the shard's message, the received push (``receive``'s
+    gradient is valid until the next one is received), the mean or scaled gradient, and the
+    replies of the stale servers."""
 
     link: Collective
     values: Tensor
+    message: Tensor
+    """``values`` (a view of its front), then ``STAMPS`` slots."""
+    gradient: Tensor
+    """What ``apply`` is given: the step's mean, or a push's share."""
     optimizer: Optimizer
     """The one that ``apply`` steps."""
     apply: Apply
@@ -160,14 +187,16 @@ class _ShardLoop:
     total_steps: int
 
     def bulk_synchronous(self, after_step: Observer | None) -> None:
-        workers = self.workers
+        workers, mean = self.workers, self.gradient
         for step in range(self.total_steps):
-            gradients = [self.receive(w)[1] for w in range(workers)]
-            total = gradients[0].clone()
-            for gradient in gradients[1:]:  # in rank order: the same sum on every run
-                total += gradient
-            self.apply(total / workers, step, _plain_step)
-            reply = _reply(self.values, [step + 1] * workers)
+            for w in range(workers):  # in rank order: the same sum on every run
+                gradient = self.receive(w)[1]
+                if w == 0:
+                    mean.copy_(gradient)
+                else:
+                    mean.add_(gradient)
+            self.apply(mean.div_(workers), step, _plain_step)
+            reply = _stamp(self.message, [step + 1] * workers)
             sends = [self.link.start_send((reply,), dst=w, tag=PULL) for w in range(workers)]
             for wait in sends:
                 wait()
@@ -181,25 +210,29 @@ class _ShardLoop:
         after_update: Observer | None = None,
     ) -> None:
         workers, link, values, apply, receive = (
-            self.workers, self.link, self.values, self.apply, self.receive
+            self.workers, self.link, self.values.detach(), self.apply, self.receive
         )  # fmt: skip
         clocks = [0] * workers
+        # Each worker's reply, rewritten only once the last one sent to it was waited for.
+        replies = [torch.empty_like(self.message) for _ in range(workers)]
         # What each worker computes its next gradient at: the values after update pulled_at[w],
-        # as sent (a view of its reply, which that send keeps anyway); all start from the model.
+        # as sent (a view of its reply); all start from the model.
         pulled_at = [0] * workers
-        held = [values.detach().clone()] * workers
+        held = [values.clone()] * workers
         applied = [0] * workers  # the staleness each worker's last gradient was applied with
+        previous = torch.empty_like(values) if correction.predicts else None
         waiting: set[int] = set()
         sending: dict[int, Callable[[], None]] = {}
         for update in range(workers * self.total_steps):  # the updates applied before it
             worker, gradient = receive(None)  # from whichever worker pushes first
             applied[worker] = update - pulled_at[worker]
-            gradient = correction.gradient(gradient, now=values.detach(), then=held[worker])
-            previous = values.detach().clone() if correction.predicts else None
+            gradient = correction.gradient(gradient, now=values, then=held[worker])
+            if previous is not None:
+                previous.copy_(values)
             # η/N for each push: N pushes move as far as one BSP step with the same trainer.lr
             # (the other schedulers' lr is the global batch's; η·g_w per push would be N× it).
             apply(
-                gradient / workers,
+                torch.div(gradient, workers, out=self.gradient),
                 clocks[worker],
                 partial(correction.step, staleness=applied[worker]),
             )
@@ -211,15 +244,17 @@ class _ShardLoop:
                     # Its next gradient lands about as late as its last did; after its last
                     # push it only evaluates, at the values themselves.
                     ahead = applied[w] if clocks[w] < self.total_steps else 0
-                    sent = correction.sent(values.detach(), previous=previous, staleness=ahead)
-                    reply = _reply(sent, clocks, applied[w])
+                    sent = correction.sent(values, previous=previous, staleness=ahead)
                     if w in sending:  # long sent: the worker pushed after receiving it
                         sending.pop(w)()
+                    reply = replies[w]
+                    reply[: values.numel()].copy_(sent)
+                    _stamp(reply, clocks, applied[w])
                     sending[w] = link.start_send((reply,), dst=w, tag=PULL)
                     pulled_at[w], held[w] = update + 1, reply[: values.numel()]
                     waiting.discard(w)
             if after_update is not None:
-                after_update(values.detach())
+                after_update(values)
         assert not waiting, "every worker got its last parameters"
         for wait in sending.values():
             wait()

@@ -12,7 +12,10 @@ server replies only once it has the pushes it waits for).
 
 On a GPU the gradient is compressed (with error feedback) on the device; only the pushed
 payloads go to the host (on the communication thread's stream), and only the pulled parameters
-come back to the device (``host.py``).
+come back to the device (``host.Staging``). Every buffer a step passes through is made at the
+first step and reused: the flat gradient, each shard's pinned push, the pinned reply and its
+copy on the device. On the CPU nothing is staged: a push is sent from the flat gradient, and
+the servers' replies land end to end in one buffer that the parameters are copied from.
 """
 
 from __future__ import annotations
@@ -29,14 +32,14 @@ from typing_extensions import Unpack
 
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
-from gradsync.schedulers.engine.components import SyncComponents, flat_gradient, mark_stepped
+from gradsync.schedulers.engine.components import SyncComponents, copy_gradients, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts
 from gradsync.schedulers.engine.exchange import Bucket, Exchanged
 from gradsync.schedulers.engine.group_info import bucket_parts
 from gradsync.schedulers.engine.queued_collective import AGREE
 from gradsync.schedulers.engine.step_timer import StepTimer
-from gradsync.schedulers.ps.host import host_empty, to_device
-from gradsync.schedulers.ps.layout import PULL, STAMPS, Shards
+from gradsync.schedulers.ps.host import Staging
+from gradsync.schedulers.ps.layout import PULL, STAMPS, Shards, shaped
 from gradsync.schedulers.ps.messages import send_payload
 from gradsync.types import Collective, Compressor, GroupInfo, Payload, SyncStats
 
@@ -54,11 +57,16 @@ class PsSync(SyncComponents):
         # The options are the servers' (server.py: how long a worker may run ahead, what to do
         # about stale gradients): a worker's side is the same.
         super().__init__(**parts)
-        self._params: list[nn.Parameter] = []
+        self._params: list[Tensor] = []
         self._shards: Shards | None = None
         self._optimizer: Optimizer | None = None
         self._comm: CommThread | None = None
         self._timer: StepTimer | None = None
+        self._staging: Staging | None = None
+        self._flat = torch.empty(0)
+        """After ``attach``: the flat gradient, made once (each step's is copied into it)."""
+        self._grads: list[Tensor] = []
+        """Each parameter's view of ``_flat``."""
         self._servers: Collective = self.collective
         """After ``attach``: every rank of the job, for the pushes and pulls."""
 
@@ -68,6 +76,10 @@ class PsSync(SyncComponents):
         self._comm, self._timer = self.start_comm(self._params[0].device)
         self._servers = self.collective.world()
         sizes = [p.numel() for p in self._params]
+        first = self._params[0]
+        self._staging = Staging(first.device)
+        self._flat = torch.empty(sum(sizes), dtype=first.dtype, device=first.device)
+        self._grads = shaped(self._flat, self._params)
         workers = self.collective.world_size
         self._shards = Shards.even(sum(sizes), self._servers.world_size - workers, workers)
         # Each shard's runs of tensors (model order), as compressors take a group's layout.
@@ -81,7 +93,10 @@ class PsSync(SyncComponents):
         shards, timer = self._shards, self._timer
         assert shards is not None and timer is not None, "attach() first"
         assert self._optimizer is not None
-        flat = flat_gradient(self._params)
+        flat = self._flat
+        # Read by this step's pushes only: the next step writes into it after the servers
+        # replied (the communication thread's job is waited for below).
+        copy_gradients(self._params, self._grads)
         start = timer.mark()
         push_pull = _PushPull(self)
         exchanged = [
@@ -95,11 +110,8 @@ class PsSync(SyncComponents):
             shard.wait()
         (slowest, fastest, applied), new = push_pull.received(flat)
         communicated = timer.mark()
-        offset = 0
-        with torch.no_grad():
-            for param in self._params:
-                param.copy_(new[offset : offset + param.numel()].view_as(param))
-                offset += param.numel()
+        with torch.no_grad():  # one batched copy, not a launch per tensor
+            torch._foreach_copy_(self._params, shaped(new, self._params))
         mark_stepped(self._optimizer)  # the servers stepped theirs
         timer.add("compress", start, compressed)
         timer.add("comm", compressed, communicated)
@@ -141,26 +153,32 @@ class PsSync(SyncComponents):
         )
 
     def _push_pull(
-        self, pushes: list[tuple[Payload, Any]], dtype: torch.dtype, device: torch.device
+        self, pushes: list[tuple[Payload, Any]], dtype: torch.dtype
     ) -> tuple[list[float], Tensor]:
         """On the communication thread: every shard pushed to its server, then the parameters
         each sends back, in server order, one operation at a time (a server replies only once
         it has the pushes it waits for). The stamps that end each reply (``layout.STAMPS``:
         the slowest and the fastest worker's clock, and the staleness this worker's gradient
         was applied with), read from the first reply in host memory, where gloo wrote it (no
-        device is waited for); and the new flat parameters on ``device``."""
-        shards = self._shards
-        assert shards is not None
+        device is waited for); and the new flat parameters on the worker's device.
+
+        The replies land end to end in one buffer: server s's shard, then its stamps, where
+        server s + 1's shard lands next (the first server's stamps are read before); the last
+        server's stamps stay past the end of the parameters."""
+        shards, staging = self._shards, self._staging
+        assert shards is not None and staging is not None
         for s, (payload, ctx) in enumerate(pushes):
-            send_payload(self._servers, payload, ctx, dst=shards.rank(s))
-        pulled = []
+            staged = staging.outgoing(("push", s), payload)
+            send_payload(self._servers, staged, ctx, dst=shards.rank(s))
+        total = shards.bounds[-1]
+        pulled = staging.landing("pull", total + STAMPS, dtype)
+        stamps: list[float] = []
         for s in range(shards.servers):
-            size = shards.bounds[s + 1] - shards.bounds[s] + STAMPS
-            reply = host_empty(size, dtype)
+            reply = pulled[shards.bounds[s] : shards.bounds[s + 1] + STAMPS]
             self._servers.recv((reply,), src=shards.rank(s), tag=PULL)
-            pulled.append(reply)
-        stamps = pulled[0][-STAMPS:].tolist()
-        return stamps, to_device(torch.cat([p[:-STAMPS] for p in pulled]), device)
+            if s == 0:
+                stamps = reply[-STAMPS:].tolist()
+        return stamps, staging.arrived("pull", pulled[:total])
 
     def state_dict(self) -> dict[str, Any]:
         return self.components_state()
@@ -194,7 +212,7 @@ class _PushPull:
             comm = self.worker._comm
             assert comm is not None, "attach() first"
             pushes = self.pushes
-            work = partial(self.worker._push_pull, pushes, like.dtype, like.device)
+            work = partial(self.worker._push_pull, pushes, like.dtype)
             self.job = comm.submit(work, inputs=[payload for payload, _ in pushes])
         return self.job.wait()
 
