@@ -34,6 +34,37 @@ def layout_cache(fn: _F) -> _F:
     return cached  # type: ignore[return-value]
 
 
+def latest_per_layout(varying: int) -> Callable[[_F], _F]:
+    """Like ``layout_cache``, but per layout (every argument but the one at ``varying``) only
+    the value for the latest ``varying`` argument is kept: a density warm-up builds plans at
+    several densities, and a plan can hold an index per element (hundreds of MB for a large
+    model) that no later step would use again."""
+
+    def decorate(fn: _F) -> _F:
+        latest = _LatestPerLayout(fn, varying)
+        _layout_caches.append(latest)
+        return functools.wraps(fn)(latest)  # type: ignore[return-value]
+
+    return decorate
+
+
+class _LatestPerLayout:
+    def __init__(self, fn: Callable[..., Any], varying: int) -> None:
+        self.fn, self.varying = fn, varying
+        self.held: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        layout = args[: self.varying] + args[self.varying + 1 :]
+        setting = args[self.varying]
+        held = self.held.get(layout)
+        if held is None or held[0] != setting:
+            held = self.held[layout] = (setting, self.fn(*args))
+        return held[1]
+
+    def cache_clear(self) -> None:
+        self.held.clear()
+
+
 @contextmanager
 def gpu_branches() -> Iterator[None]:
     """Inside: every compressor takes the route a GPU takes, on any device."""

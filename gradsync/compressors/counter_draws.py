@@ -48,8 +48,21 @@ def _mix(x: Tensor) -> Tensor:
     return x ^ (x >> 15)
 
 
+def counter_bits(index: Tensor, key: DrawKey) -> Tensor:
+    """32 random bits (as int64 values in [0, 2**32)), one per element of ``index`` (int64 in
+    [0, ``MAX_INDEX``)). For one key, a bijection of the index: distinct indices never share a
+    value."""
+    return _mix(_mix(index ^ key[0]) ^ key[1])
+
+
 def counter_uniform(index: Tensor, key: DrawKey) -> Tensor:
     """float32 draws in [0, 1), one per element of ``index`` (int64 in [0, ``MAX_INDEX``))."""
-    x = _mix(index ^ key[0])
-    x = _mix(x ^ key[1])
-    return (x >> 8).to(torch.float32) * 2.0**-24
+    return (counter_bits(index, key) >> 8).to(torch.float32) * 2.0**-24
+
+
+def counter_integers(index: Tensor, key: DrawKey, n: int) -> Tensor:
+    """int64 draws in [0, n), one per element of ``index`` (n < 2**31, so the product below
+    stays under 2**63): the bits scaled by n (a bias below n / 2**32 per value)."""
+    if not 0 < n < 1 << 31:
+        raise ValueError(f"counter_integers draws below n in [1, 2**31), got n = {n}")
+    return (counter_bits(index, key) * n) >> 32

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from gradsync.algorithms.deft_plan import assign_local_k, local_k_bound
 from gradsync.comm.host_sync import host_sync
-from gradsync.compressors.code_paths import cpu_branch, layout_cache
+from gradsync.compressors.code_paths import cpu_branch, latest_per_layout
 from gradsync.compressors.deft_local_k import lone_plan
 from gradsync.compressors.device_copy import on_device
 from gradsync.compressors.index_ranges import range_indices, spread_ranges
@@ -117,7 +117,7 @@ class _OnDevice:
         return self.zeros.index_add(0, self.targets, parts)
 
 
-@layout_cache
+@latest_per_layout(varying=1)
 def lone_selection(
     lengths: tuple[int, ...], k: int, exact: bool, device: torch.device
 ) -> LoneSelection:

@@ -21,6 +21,8 @@ definition, and compile it for a GPU.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 # CUDA builds of torch bring Triton (untyped); a CPU-only one never imports this module.
@@ -189,22 +191,25 @@ def lone_plan_program(
     ascending = torch.empty(count, dtype=torch.float64, device=device)
     order = torch.empty(count, dtype=torch.int64, device=device)
     prefix = torch.empty(count if exact else 1, dtype=torch.float64, device=device)
-    _lone_plan_kernel[(1,)](
-        squares,
-        sizes,
-        first,
-        ks,
-        lengths,
-        shifts,
-        floor,
-        ascending,
-        order,
-        prefix,
-        count,
-        k,
-        total,
-        exact=exact,
-        norm_type=_NORM_TYPES[dtype],
-        lanes=_RANK_LANES,
-    )
+    # Triton launches on the current CUDA device (the interpreter's tests run on the CPU).
+    on_device = torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+    with on_device:
+        _lone_plan_kernel[(1,)](
+            squares,
+            sizes,
+            first,
+            ks,
+            lengths,
+            shifts,
+            floor,
+            ascending,
+            order,
+            prefix,
+            count,
+            k,
+            total,
+            exact=exact,
+            norm_type=_NORM_TYPES[dtype],
+            lanes=_RANK_LANES,
+        )
     return ks, lengths, shifts, floor

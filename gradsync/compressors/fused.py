@@ -39,13 +39,11 @@ class FusedKernel(Generic[R]):
         self._compiled: Callable[..., R] | None = None
         self.kernels = 0
         """Kernels Inductor generated at the latest compile (0 until one)."""
-        self._eager_only = False
+        self._warned = False
 
     def __call__(self, *args: Any) -> R:
         device = next(a.device for a in args if isinstance(a, Tensor))
         if cpu_branch(device):
-            return self.eager(*args)
-        if self._eager_only:
             return self.eager(*args)
         if self._compiled is None:
             self._compiled = torch.compile(self.eager, dynamic=True, fullgraph=True)
@@ -60,10 +58,14 @@ class FusedKernel(Generic[R]):
             else:
                 result = self._compiled(*args)
         except FailOnRecompileLimitHit:
-            # More kinds of input (dtypes, sizes of 0 or 1) than Dynamo compiles for one
-            # function: the reference gives the same results, one kernel per operation.
-            log.warning(f"{self.name}: compiled for too many kinds of input, runs eagerly now")
-            self._eager_only = True
+            # A kind of input (dtype, a size of 0 or 1) past the compiles Dynamo makes for one
+            # function: this call runs the reference (the same results, a kernel per
+            # operation); the kinds compiled already stay compiled.
+            if not self._warned:
+                log.warning(
+                    f"{self.name}: compiled for too many kinds of input; runs the new ones eagerly"
+                )
+                self._warned = True
             return self.eager(*args)
         self.kernels = (metrics.generated_kernel_count - before) or self.kernels
         for observer in _observers:

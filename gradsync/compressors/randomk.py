@@ -1,9 +1,11 @@
 """``compressor=randomk``: k random elements, the same on every worker, so values all-reduce.
 
-Indices are drawn on the gradient's device by a generator seeded from (seed, step, group name),
-never from the worker's rank: every worker draws the same set without communicating (from the
-same seed, a device of the same kind draws the same numbers). Nothing is read on the host, and
-nothing is copied to the device: the seed is the generator's, set on the host.
+Indices are drawn on the gradient's device from a key made of (seed, step, group name), never
+of the worker's rank: every worker draws the same set without communicating. The draws are
+counter-based (``counter_draws``), a pure function of the key and the draw's number, so every
+device draws the same numbers: a generator's CUDA draws depend on the GPU's number of
+multiprocessors, and workers on two GPU models would select different sets. Nothing is read on
+the host, and nothing is copied to the device.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 from torch import Tensor
 from typing_extensions import Unpack
 
-from gradsync.compressors.seeding import seeded_generator
+from gradsync.compressors.counter_draws import DrawKey, counter_bits, counter_integers, draw_key
 from gradsync.compressors.sparse import AgreedIndexCompressor
 from gradsync.compressors.warmup import WarmupArgs
 
@@ -30,11 +32,10 @@ class RandomKCompressor(AgreedIndexCompressor):
         self.seed = seed
 
     def agree(self, flat: Tensor, *, name: str, step: int, sizes: list[int], k: int) -> Tensor:
-        gen = seeded_generator(self.seed, step, name, device=flat.device)
-        return random_subset(flat.numel(), k, gen)
+        return random_subset(flat.numel(), k, draw_key(self.seed, step, name), flat.device)
 
 
-def random_subset(n: int, k: int, gen: torch.Generator) -> Tensor:
+def random_subset(n: int, k: int, key: DrawKey, device: torch.device) -> Tensor:
     """k distinct indices (int64) in [0, n), uniformly among all k-subsets, drawn on ``gen``'s
     device in a fixed number of kernels, without a full permutation's O(n) where k is small.
 
@@ -43,12 +44,14 @@ def random_subset(n: int, k: int, gen: torch.Generator) -> Tensor:
     draws as likely as before, and maps the first k distinct values of the draws to those of
     the relabelled draws: so every ordered k-tuple of distinct values is equally likely, and
     every k-subset too. ``draws_for`` sizes m so that fewer than k distinct values are
-    astronomically unlikely; where that takes about n draws, a permutation's first k are taken.
+    astronomically unlikely. Where that takes about n draws, the k indices of smallest hash
+    (``counter_bits``, a bijection: no two indices tie) are taken, a random k-subset too.
     """
     m = draws_for(n, k)
     if m >= n:
-        return torch.randperm(n, generator=gen, device=gen.device)[:k]
-    return first_distinct(torch.randint(n, (m,), generator=gen, device=gen.device), k)
+        bits = counter_bits(torch.arange(n, device=device), key)
+        return torch.topk(bits, k, largest=False, sorted=False).indices
+    return first_distinct(counter_integers(torch.arange(m, device=device), key, n), k)
 
 
 def first_distinct(draws: Tensor, k: int) -> Tensor:

@@ -38,7 +38,7 @@ from itertools import accumulate
 import torch
 from torch import Tensor
 
-from gradsync.compressors.code_paths import cpu_branch, layout_cache
+from gradsync.compressors.code_paths import cpu_branch, latest_per_layout
 from gradsync.compressors.device_copy import on_device
 from gradsync.compressors.fused import fused
 from gradsync.compressors.index_ranges import range_indices, spread_ranges
@@ -234,7 +234,7 @@ class FixedTopK:
         return self._plan.select(flat, self._places)
 
 
-@layout_cache
+@latest_per_layout(varying=1)
 def density_topk(sizes: tuple[int, ...], density: float, device: torch.device) -> FixedTopK:
     """Top ``k_l = max(1, int(density * n_l))`` in every tensor of ``sizes``, laid end to end
     (layer-wise top-k at a constant density), built once per layout."""

@@ -12,6 +12,7 @@ import torch
 
 from benchmarks.op_counts import count
 from gradsync.compressors.code_paths import gpu_branches
+from gradsync.compressors.counter_draws import draw_key
 from gradsync.compressors.randomk import (
     SHORT_LOG2,
     RandomKCompressor,
@@ -20,6 +21,8 @@ from gradsync.compressors.randomk import (
     random_subset,
 )
 from gradsync.types import GroupInfo
+
+CPU = torch.device("cpu")
 
 
 def _pick(compressor: RandomKCompressor, n: int, *, step: int, name: str = "w") -> torch.Tensor:
@@ -38,8 +41,7 @@ def _chi_square_bound(cells: int) -> float:
 
 @pytest.mark.parametrize(("n", "k"), [(10**6, 1000), (1000, 10), (40, 10), (7, 7), (5, 1), (9, 0)])
 def test_indices_are_k_distinct_ones_inside_the_tensor(n, k):
-    gen = torch.Generator().manual_seed(n + k)
-    pick = random_subset(n, k, gen)
+    pick = random_subset(n, k, draw_key(n, k), CPU)
     assert pick.dtype == torch.int64 and pick.numel() == k
     assert pick.unique().numel() == k
     assert k == 0 or (int(pick.min()) >= 0 and int(pick.max()) < n)
@@ -64,10 +66,10 @@ def test_every_index_is_as_likely_as_another(n, k):
     """(60, 6) takes the draws; (30, 12) a permutation's first k. Each index is picked with
     probability k/n; over T subsets its count has variance T·(k/n)(1 - k/n)."""
     assert (draws_for(n, k) < n) == (n == 60)
-    gen, trials = torch.Generator().manual_seed(1), 3000
+    trials = 3000
     counts = torch.zeros(n, dtype=torch.float64)
-    for _ in range(trials):
-        counts[random_subset(n, k, gen)] += 1
+    for trial in range(trials):
+        counts[random_subset(n, k, draw_key(1, trial), CPU)] += 1
     p = k / n
     statistic = float(((counts - trials * p) ** 2).sum() / (trials * p * (1 - p)))
     assert statistic < _chi_square_bound(n)
@@ -122,7 +124,16 @@ def test_drawing_waits_on_nothing_and_counts_the_same_whatever_the_size():
     counts = []
     with gpu_branches():
         for n, k in [(10**6, 1000), (25 * 10**6, 25_000), (1000, 3)]:
-            gen = torch.Generator().manual_seed(0)
-            counts.append(count(lambda n=n, k=k, gen=gen: random_subset(n, k, gen)))
+            counts.append(count(lambda n=n, k=k: random_subset(n, k, draw_key(0), CPU)))
     assert all(not c.syncs for c in counts), [dict(c.syncs) for c in counts]
     assert len({c.operations for c in counts}) == 1
+
+
+def test_the_draws_are_a_function_of_the_key_alone_not_of_a_device_generator():
+    """A generator's CUDA draws depend on the GPU's number of multiprocessors; counter-based
+    draws on a CPU and on a GPU are the same numbers: the same key gives the same set."""
+    key = draw_key(3, 7, "layer")
+    first = random_subset(10**6, 1000, key, CPU)
+    torch.manual_seed(123)  # the global generator plays no part
+    assert torch.equal(random_subset(10**6, 1000, key, CPU), first)
+    assert not torch.equal(random_subset(10**6, 1000, draw_key(3, 8, "layer"), CPU), first)
