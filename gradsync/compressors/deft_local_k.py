@@ -78,8 +78,9 @@ def lone_plan(
 
 @lone_plan.register_kernel("cuda")
 def _lone_plan_on_a_gpu(*args: Any) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """One Triton program, with ``lone_plan``'s arguments (imported here: CUDA builds of torch
-    bring Triton, CPU-only ones need not)."""
+    """One Triton program, with ``lone_plan``'s arguments."""
+    # Deferred for start-up: Triton comes with CUDA builds of torch, CPU-only ones need not
+    # have it, and importing it takes seconds.
     from gradsync.compressors.deft_local_k_triton import lone_plan_program
 
     return lone_plan_program(*args)

@@ -95,6 +95,7 @@ def test_every_row_of_every_table_is_in_the_json():
         "compressor": DENSE,
         "baseline": None,
         "goal": None,
+        "ddp": False,
     }
     assert (wfbp["seconds"], wfbp["host_syncs"], wfbp["error"]) == (
         None,
