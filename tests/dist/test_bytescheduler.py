@@ -13,7 +13,9 @@ import pytest
 import torch
 from torch import nn
 
+from benchmarks.op_counts import count
 from gradsync.comm.collective import TorchCollective
+from gradsync.comm.host_sync import take_counts
 from gradsync.comm.solo import SoloCollective
 from gradsync.compressors.fp16 import FP16Compressor
 from gradsync.compressors.none import NoneCompressor
@@ -23,6 +25,7 @@ from gradsync.feedback.residual import ResidualFeedback
 from gradsync.schedulers.allreduce.allreduce import AllreduceSync
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.priority.bytescheduler import ByteSchedulerSync
+from gradsync.schedulers.priority.config import AGREEMENT
 from gradsync.schedulers.priority.usbyte import (
     UsByteSync,
     candidate_partitions,
@@ -316,6 +319,44 @@ def test_ready_partitions_go_input_side_first_within_the_credit(credit):
     assert recorder.most <= max(credit, 25)
     if credit == 1:
         assert recorder.most == 25  # one at a time (the last partition is smaller)
+
+
+def test_credit_comes_back_with_no_host_sync_and_still_bounds_the_sends_in_flight():
+    """The oldest send is settled on the communication thread (on CUDA its stream then waits
+    for that send, and the sends issued after it start once it completed): no host sync is
+    passed for credit, yet the credit bounds what is in flight."""
+    torch.set_num_threads(1)
+    model, recorder = _model(), _Recorder()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sync = _sync("bytescheduler", "none", {"partition_size": 20, "credit": 40}, recorder)
+    sync.attach(model, opt)
+    take_counts()
+    for step in range(3):
+        sync.begin(step=step)
+        model(torch.randn(4, 10, dtype=torch.float64)).sum().backward()
+        sync.step(step=step)
+    sync.flush()
+    passed = take_counts()
+    sync.close()
+    assert len(recorder.sizes) == 3 * len(sync.plan.buckets) and TOTAL > 2 * 40
+    assert 0 < recorder.most <= 40
+    assert set(passed) <= {AGREEMENT}, passed
+
+
+def test_hooks_copy_gradients_in_one_batched_copy_per_partition_not_one_per_tensor():
+    torch.set_num_threads(1)
+    model = _model()
+    sync = _sync("bytescheduler", "none", {"partition_size": 50}, SoloCollective())
+    sync.attach(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    for step in range(2):
+        sync.begin(step=step)
+        loss = model(torch.randn(4, 10, dtype=torch.float64)).sum()
+        by_op = count(loss.backward).by_op
+        sync.step(step=step)
+        assert by_op["copy_"] == 0  # the tensors' copies, one launch each
+        assert 0 < by_op["_foreach_copy_"] <= min(len(sync.plan.buckets), len(SIZES))
+    sync.flush()
+    sync.close()
 
 
 def test_one_worker_trains_like_the_flat_allreduce():

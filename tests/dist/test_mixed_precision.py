@@ -43,7 +43,14 @@ from tests.helpers.training import local_loss, tiny_data
 pytestmark = pytest.mark.dist
 
 WORKERS, STEPS, FAULT_STEP = 2, 5, 2
-SCHEDULERS: dict[str, type[ExchangeEngine]] = {"allreduce": AllreduceSync, "lags": LagsSync}
+SCHEDULERS: dict[str, tuple[type[ExchangeEngine], str]] = {
+    "allreduce": (AllreduceSync, "allgather"),
+    "lags": (LagsSync, "allgather"),
+    # Its selection talks (a gather of indices): its groups are compressed on the
+    # communication thread, unscaling and snapshots with them.
+    "lags-union": (LagsSync, "union"),
+}
+"""A scheduler and top-k's ``exchange``, by case."""
 INITIAL_SCALE = 65536.0
 
 
@@ -51,8 +58,8 @@ class CountingTopK(TopKCompressor):
     """Top-k that keeps state across steps (how many groups it compressed), as a compressor
     with momenta or a generator does, and shows the gradients it was given."""
 
-    def __init__(self) -> None:
-        super().__init__(density=0.1, exchange="allgather")
+    def __init__(self, exchange: str) -> None:
+        super().__init__(density=0.1, exchange=exchange)
         self.calls = 0
         self.seen: list[Tensor] = []
 
@@ -110,12 +117,12 @@ def _state(sync: Any, optimizer: torch.optim.Optimizer, model: nn.Module) -> dic
     }
 
 
-def _skip_run(rank: int, kind: type[ExchangeEngine]) -> dict[str, Any]:
+def _skip_run(rank: int, kind: type[ExchangeEngine], exchange: str) -> dict[str, Any]:
     """fp16 autocast, top-k with error feedback; rank 1's loss is inf at FAULT_STEP."""
     model, data = _model(), _data()
     optimizer = _optimizer(model)
     precision = MixedPrecision(Precision.fp16, torch.device("cpu"))
-    sync = _engine(kind, CountingTopK(), precision.loss_scale)
+    sync = _engine(kind, CountingTopK(exchange), precision.loss_scale)
     sync.attach(model, optimizer)
     fault = FaultPlan(rank=rank, spec=f"1:{FAULT_STEP}:inf", slow_spec="")
     assert precision.loss_scale is not None
@@ -187,12 +194,14 @@ def _dropped_inf_run(rank: int) -> dict[str, Any]:
     return result
 
 
-def _scaled_or_not_run(rank: int, kind: type[ExchangeEngine], scaled: bool) -> dict[str, Any]:
+def _scaled_or_not_run(
+    rank: int, kind: type[ExchangeEngine], exchange: str, scaled: bool
+) -> dict[str, Any]:
     """fp32 arithmetic, no overflow: with the loss scaled (the fp16 path) or not."""
     model, data = _model(), _data()
     optimizer = _optimizer(model)
     loss_scale = LossScale(torch.device("cpu")) if scaled else None
-    compressor = CountingTopK()
+    compressor = CountingTopK(exchange)
     sync = _engine(kind, compressor, loss_scale)
     sync.attach(model, optimizer)
     for step in range(3):
@@ -213,10 +222,10 @@ def _scaled_or_not_run(rank: int, kind: type[ExchangeEngine], scaled: bool) -> d
 def _all_scenarios(rank: int, world_size: int) -> dict[str, Any]:
     torch.set_num_threads(1)
     results: dict[str, Any] = {"dropped": _dropped_inf_run(rank)}
-    for name, kind in SCHEDULERS.items():
-        results[f"skip/{name}"] = _skip_run(rank, kind)
-        results[f"fp32/{name}"] = _scaled_or_not_run(rank, kind, scaled=False)
-        results[f"scaled/{name}"] = _scaled_or_not_run(rank, kind, scaled=True)
+    for name, (kind, exchange) in SCHEDULERS.items():
+        results[f"skip/{name}"] = _skip_run(rank, kind, exchange)
+        results[f"fp32/{name}"] = _scaled_or_not_run(rank, kind, exchange, scaled=False)
+        results[f"scaled/{name}"] = _scaled_or_not_run(rank, kind, exchange, scaled=True)
     return results
 
 

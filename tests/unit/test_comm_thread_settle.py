@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gradsync.schedulers.engine.comm_thread import THREAD_NAME, CommThread, Job
+from gradsync.schedulers.engine.events import HostEvent
 
 CPU = torch.device("cpu")
 
@@ -28,7 +29,6 @@ def test_a_later_job_settles_what_an_earlier_one_started_and_waiters_get_its_res
     assert not started.settled  # nothing settles it but the job that finishes it
     assert comm.submit(lambda: comm.settle_here(started)).wait() == 7
     assert started.settled and started.wait() == 7
-    started.completed()  # done, not merely issued: returns at once once settled
     assert ran_on == [THREAD_NAME]
     comm.close()
 
@@ -58,7 +58,7 @@ def test_a_failure_while_settling_reaches_both_the_settling_job_and_the_waiters(
 def test_following_a_job_on_the_cpu_waits_for_nothing():
     comm = CommThread(CPU)
     handed = comm.submit(lambda: 1)
-    assert handed.ready is None  # no stream to wait on
+    assert isinstance(handed.ready, HostEvent)  # the GPU's path: an event that waits for nothing
     assert comm.submit(lambda: handed.follow()).wait() is None
     comm.close()
 

@@ -149,8 +149,12 @@ class SyncComponents:
         if self.loss_scale is None:
             return lambda: None
         assert self._comm is not None, "attach() before training"
-        flag = (self.loss_scale.overflow(),)
-        job = self._comm.submit(lambda: self.collective.all_reduce(flag, op="max"), inputs=flag)
+        scale = self.loss_scale
+        # Read in the job, on the stream the groups unscale on: a group the thread compresses
+        # queues its unscaling there only when it runs, after this job's submission.
+        job = self._comm.submit(
+            lambda: self.collective.all_reduce((scale.overflow(),), op="max"), on_my_stream=True
+        )
         return lambda: job.wait()[0]
 
     def apply_update(self, optimizer: Optimizer, overflow: Tensor | None) -> bool:

@@ -10,6 +10,16 @@ for the exchanges, combines and averages them, writes the gradients back, steps 
 (under fp16's loss scale, every worker or none: ``SyncComponents.apply_update``) and reports
 ``SyncStats``.
 
+A compressor that talks while it compresses (union top-k's gather of indices, TernGrad's
+scalers, CLT-k, DEFT, PowerSGD) would make the hook wait for the other workers, group after
+group. Once it has talked (seen at its first compression: the same group on every rank), every
+later group is compressed by the communication thread instead, as one job that compresses and
+starts the exchange; the hook only flattens and hands over, and ``step()`` waits. The order
+of collectives stays the thread's FIFO order, the same on every rank; residuals and compressor
+state are touched by that thread alone until ``step()`` has waited for every job. On CUDA the
+job's kernels go on the training thread's stream, where the compression's state was made and
+is used (a tensor freed after use on another stream could be handed out again too early).
+
 Timings inside the step are ``StepTimer`` marks read at its end; profiled steps (a plan that
 measures the job) also time with the synchronizing ``clock``.
 """
@@ -57,6 +67,9 @@ class EngineParts(TypedDict):
 Finish = Callable[[], Payload]
 """Waits for a started all-reduce and gives its sum (on CUDA the caller's stream waits, not the
 host)."""
+Launched = Exchanged[Received] | Job[Exchanged[Received]]
+"""A group's exchange, or the job that compresses it on the communication thread and starts
+it."""
 
 
 class ExchangeEngine(SyncComponents):
@@ -74,7 +87,10 @@ class ExchangeEngine(SyncComponents):
         self._ready_in_group: dict[int, tuple[int, ...]] = {}
         """Each group's ``GroupInfo.ready``, taken at its first launch (its tensors are all in
         by then) and kept while the plan lasts."""
-        self._launched: dict[int, Exchanged[Received]] = {}
+        self._launched: dict[int, Launched] = {}
+        self._talks = False
+        """The compressor talked while compressing: groups are compressed on the
+        communication thread from then on."""
         self._buffers = GroupBuffers()
         self._step, self._epoch = 0, 0
         self.profiling = False
@@ -154,10 +170,10 @@ class ExchangeEngine(SyncComponents):
 
     # ---- one step ------------------------------------------------------------------------------
     def launch(self, group: int, *, in_backward: bool) -> None:
-        """Compress group ``group`` and hand its exchange to the communication thread."""
+        """Compress group ``group`` and hand its exchange to the communication thread (once
+        the compressor has talked, hand the compression over with it)."""
         assert self._comm is not None, "attach() before training"
         start = self._timer.mark()
-        profiled = self.clock() if self.profiling else 0.0
         layout = self._layouts[group]
         flat = self._buffers.flat(group, layout.numel, layout.params[0])
         copy_gradients(layout.params, self._buffers.views(flat, layout.sizes, layout.shapes))
@@ -169,19 +185,39 @@ class ExchangeEngine(SyncComponents):
             len(self._params),
             ready=self._ready_of(group),
         )
-        # flat is this step's copy, kept only for its shape (combine's like=).
-        self._launched[group] = self.exchange(Bucket(group, flat, info), self._submit, scratch=True)
+        bucket = Bucket(group, flat, info)
+        if self._talks:  # its kernels stay on this stream, with the state they use
+            compress = partial(self._compress_and_send, bucket)
+            self._launched[group] = self._comm.submit(compress, on_my_stream=True)
+        else:
+            self._launched[group] = self._compress_and_send(bucket)
         end = self._timer.mark()
         self._timer.add("compress", start, end)
         if in_backward:
             self._timer.add("in_backward", start, end)
+
+    def _compress_and_send(self, bucket: Bucket) -> Exchanged[Received]:
+        """Compress ``bucket`` and submit its exchange: on the training thread, or as one job
+        of the communication thread (where the compressor's collectives and the exchange are
+        issued at once, in that job's place)."""
+        queued = self._queued
+        assert queued is not None, "attach() before training"
+        profiled = self.clock() if self.profiling else 0.0
+        calls = queued.calls
+        # flat is this step's copy, kept only for its shape (combine's like=).
+        exchanged = self.exchange(bucket, self._submit, scratch=True)
+        if queued.calls != calls:  # it waited for the thread (on the thread nothing counts)
+            self._talks = True
         if self.profiling:
-            self.selections.append((flat.numel(), self.clock() - profiled))
+            self.selections.append((bucket.gradient.numel(), self.clock() - profiled))
+        return exchanged
 
     def _submit(self, bucket: Bucket, payload: Payload, ctx: Any) -> Callable[[], Received]:
-        """This engine's ``Send``: the exchange goes to the communication thread at once."""
+        """This engine's ``Send``: the exchange goes to the communication thread at once. The
+        payload is not kept from reuse there: its ``Exchanged`` holds it until ``step()`` has
+        waited for the exchange (and a flat buffer of ``GroupBuffers`` is never freed)."""
         assert self._comm is not None, "attach() before training"
-        job = self._comm.submit(partial(self._start_exchange, payload), inputs=payload)
+        job = self._comm.submit(partial(self._start_exchange, payload))
         return partial(_received, job)
 
     def _ready_of(self, group: int) -> tuple[int, ...]:
@@ -221,11 +257,11 @@ class ExchangeEngine(SyncComponents):
                 self.launch(group, in_backward=False)
         agreement = self.agree_on_overflow()  # fp16: after every exchange, on every worker
         waited = self._timer.mark()
-        received = self._wait_all()
+        exchanged = self._wait_all()
         overflow = agreement()
         communicated = self._timer.mark()
         profiled = self.clock() if self.profiling else 0.0
-        numel, selected = self._write_back(received)
+        numel, selected = self._write_back(exchanged)
         if self.profiling:
             self.write_backs.append((len(self._groups), self.clock() - profiled))
         self._buffers.settle(stepped=self.apply_update(self._optimizer, overflow))
@@ -234,32 +270,36 @@ class ExchangeEngine(SyncComponents):
         self._launched = {}
         return self._stats(numel, selected)
 
-    def _wait_all(self) -> dict[int, Received]:
-        """Every exchange's result; the first failure is raised once all have settled. Waited
-        for from the last started: exchanges finish about in the order they started, so the
-        earlier ones are done by then and the thread sleeps once rather than once per group."""
-        results: dict[int, Received] = {}
+    def _wait_all(self) -> dict[int, tuple[Exchanged[Received], Received]]:
+        """Every group's exchange and its result; the first failure is raised once all have
+        settled. Waited for from the last started: exchanges finish about in the order they
+        started, so the earlier ones are done by then and the thread sleeps once rather than
+        once per group."""
+        results: dict[int, tuple[Exchanged[Received], Received]] = {}
         error: BaseException | None = None
         for group, launched in reversed(self._launched.items()):
             try:
-                results[group] = launched.wait()
+                exchanged = launched.wait() if isinstance(launched, Job) else launched
+                results[group] = (exchanged, exchanged.wait())
             except BaseException as exc:
                 error = error or exc
         if error is not None:
             raise error
         return results
 
-    def _write_back(self, received: dict[int, Received]) -> tuple[int, int | Tensor]:
+    def _write_back(
+        self, received: dict[int, tuple[Exchanged[Received], Received]]
+    ) -> tuple[int, int | Tensor]:
         """Average every group into its tensors' ``.grad``; (elements, elements sent)."""
         numel = 0
         selected_count: int | Tensor = 0
         sums = []
         for group, layout in enumerate(self._layouts):
-            launched = self._launched[group]
+            launched, got = received[group]
             like = launched.bucket.gradient
             summed, selected = self.combined(
                 launched,
-                received[group],
+                got,
                 **self._buffers.for_combine(group, like, gathered=not self.compressor.allreducible),
             )
             sums.append(summed)

@@ -18,20 +18,15 @@ MIN_PARTITION_SIZE = 65_536
 MAX_PARTITION_SIZE = CREDIT
 PROFILE_STEPS = 3
 AGREEMENT = "priority.agreement"
-CREDIT_BACK = "priority.credit"
 HOST_SYNCS = (
     (
         AGREEMENT,
         "partitions go in priority order once every worker has them ready: the workers agree "
         "on how many are",
     ),
-    (
-        CREDIT_BACK,
-        "credit comes back when a partition's all-reduce completed on the device, not when it "
-        "was queued",
-    ),
 )
-"""Where a step waits on the host for its device (``Capabilities.host_syncs``)."""
+"""Where a step waits on the host for its device (``Capabilities.host_syncs``). Credit needs
+no wait: it comes back on the device (the communication stream waits for the oldest send)."""
 
 
 @dataclass

@@ -42,7 +42,11 @@ class Layout:
         model_index = range(len(shapes) - 1, -1, -1)
         self.parts = bucket_parts(plan.buckets, shapes, model_index)
         self.buckets_of: list[list[int]] = [[] for _ in shapes]
+        self.tensors_of: list[list[int]] = [[] for _ in self.parts]
+        """The tensors (backward order) each partition holds a part of."""
         for bucket, parts in enumerate(self.parts):
             for part in parts:
-                self.buckets_of[len(shapes) - 1 - part.index].append(bucket)
+                tensor = len(shapes) - 1 - part.index
+                self.buckets_of[tensor].append(bucket)
+                self.tensors_of[bucket].append(tensor)
         self.tensors_in = [len(p) for p in self.parts]

@@ -3,17 +3,18 @@ docs/methods/schedulers/bytescheduler.md, "How it works").
 
 The gradient, flattened in backward order (the reverse of ``model.parameters()``), is cut into
 partitions by a plan (``Buckets``: partition 0 is on the output side and is ready first; a
-subclass makes the plan). Gradient hooks copy every tensor's gradient into the flat buffer; once
-each tensor touching a partition is in, the partition is compensated and compressed on the
-compute thread. The engine's communication thread all-reduces partitions over a process group of
-its own: always the ready partition nearest the input first (the next forward pass needs it
-first), with at most ``credit`` elements in flight (a partition larger than the credit goes
-alone). ``step()`` does not wait: communication goes on into the next forward pass, where each
-module waits only for the partitions holding its own parameters (on CUDA its stream waits for
-their completion events; on the CPU the host waits), then steps the optimizer on just those
-parameters, with the hyperparameters (learning rate, ...) of the step the gradient belongs to.
-``flush()`` waits for the rest and applies it. Every layer is thus updated before its next use,
-and training is synchronous data-parallel SGD, however the communication was ordered.
+subclass makes the plan). Gradient hooks note every tensor's gradient; once each tensor touching
+a partition is in, their gradients are copied into the flat buffer (one batched copy), and the
+partition is compensated and compressed on the compute thread. The engine's communication thread
+all-reduces partitions over a process group of its own: always the ready partition nearest the
+input first (the next forward pass needs it first), with at most ``credit`` elements in flight
+(a partition larger than the credit goes alone). ``step()`` does not wait: communication goes on
+into the next forward pass, where each module waits only for the partitions holding its own
+parameters (on CUDA its stream waits for their completion events; on the CPU the host waits),
+then steps the optimizer on just those parameters, with the hyperparameters (learning rate, ...)
+of the step the gradient belongs to. ``flush()`` waits for the rest and applies it. Every layer
+is thus updated before its next use, and training is synchronous data-parallel SGD, however the
+communication was ordered.
 
 How the ranks stay in step: every rank must issue the collectives of a process group in the same
 order, but when a partition becomes ready differs from rank to rank. Each compressed partition
@@ -22,11 +23,14 @@ with the compressors' own talk. A job first agrees how many leading partitions a
 every rank (the MIN of each rank's count, an all-reduce on a second process group, the control
 group, so it never queues behind large sends; the round's last job knows the answer, all of
 them, since every rank hands it over only after compressing them all), then starts the agreed
-partitions in priority order. Credit comes back only when the oldest send has completed
-(waited for on the communication thread: its completion event on CUDA), never by polling
-whether a send has finished, so every decision depends on agreed values alone and all ranks
-issue the same collectives in the same order. A failure on the communication thread is raised
-again in the training thread the next time that thread waits for it.
+partitions in priority order. Credit is counted when a send is issued and comes back when the
+oldest send is settled: the communication stream then waits (on the device) for that send to
+complete, so every send issued after it starts only once it has, and at most ``credit``
+elements are ever in flight on the device, with no host waiting for the device (on the CPU,
+settling waits for the send itself). Nothing polls whether a send has finished, so every
+decision depends on agreed values alone and all ranks issue the same collectives in the same
+order. A failure on the communication thread is raised again in the training thread the next
+time that thread waits for it.
 
 Limits: updating some parameters before others equals one step of all of them only for
 optimizers that update each parameter on its own (SGD, Adam; not one that couples parameters,
@@ -55,13 +59,13 @@ from typing_extensions import Unpack
 from gradsync.comm.host_sync import host_sync
 from gradsync.schedulers.engine.buckets import Buckets
 from gradsync.schedulers.engine.comm_thread import CommThread, Job
-from gradsync.schedulers.engine.components import SyncComponents, mark_stepped
+from gradsync.schedulers.engine.components import SyncComponents, copy_gradients, mark_stepped
 from gradsync.schedulers.engine.engine import EngineParts, step_stats
 from gradsync.schedulers.engine.exchange import Bucket, Exchanged, Received
 from gradsync.schedulers.engine.hooks import ModelHooks, hook_model
 from gradsync.schedulers.engine.residuals import rebucket_residuals
 from gradsync.schedulers.engine.step_timer import StepTimer
-from gradsync.schedulers.priority.config import AGREEMENT, CREDIT, CREDIT_BACK
+from gradsync.schedulers.priority.config import AGREEMENT, CREDIT
 from gradsync.schedulers.priority.deferred import hyperparameters, using
 from gradsync.schedulers.priority.plan import Layout, Plan
 from gradsync.schedulers.summing import require_allreducible
@@ -112,6 +116,8 @@ class _Round:
         """Each tensor's part of ``flat``, shaped as the tensor."""
         self.step, self.epoch = step, epoch
         self.got = [False] * tensors
+        self.copied = [False] * tensors
+        """Its gradient is in ``flat`` (copied with the first partition holding it)."""
         self.missing = list(layout.tensors_in)
         self.ready = 0
         """Leading partitions compressed on this rank (read by the communication thread)."""
@@ -330,11 +336,6 @@ class PrioritySync(SyncComponents):
                 f"scheduler={self.scheduler_name}: a second gradient for one tensor in one step; "
                 "it supports one backward pass per step"
             )
-        grad = self._params[tensor].grad
-        if grad is None:
-            r.grads[tensor].zero_()
-        else:
-            r.grads[tensor].copy_(grad)
         self._mark_ready(r, tensor, in_backward=True)
         if self._timing:
             self._last_mark = self.clock()
@@ -346,21 +347,32 @@ class PrioritySync(SyncComponents):
         # Compressed in index order, so compressors that talk do so in the same order everywhere,
         # and every rank hands the communication thread the same jobs in the same order.
         while r.ready < len(r.missing) and r.missing[r.ready] == 0:
+            self._copy_in(r, r.ready)
             self._compress(r, r.ready, in_backward=in_backward)
+
+    def _copy_in(self, r: _Round, bucket: int) -> None:
+        """The gradients of the tensors in ``bucket`` not copied yet, into the flat buffer in
+        one batched copy (not a launch per tensor)."""
+        todo = [t for t in r.layout.tensors_of[bucket] if not r.copied[t]]
+        if not todo:  # every one reached into an earlier partition
+            return
+        copy_gradients([self._params[t] for t in todo], [r.grads[t] for t in todo])
+        for tensor in todo:
+            r.copied[tensor] = True
 
     def _hand_over(
         self, r: _Round, bucket: Bucket, payload: Payload, ctx: Any
     ) -> Callable[[], Received]:
         """The priority schedulers' ``Send``: one scheduling job per compressed partition,
         which starts the all-reduce once every rank has it ready, in priority order and
-        within the credit (``_schedule``); the future is that all-reduce."""
+        within the credit (``_schedule``); the future is that all-reduce. The payload is not
+        kept from reuse on the communication stream: the round holds it until the training
+        thread's stream has waited for its all-reduce."""
         assert self._comm is not None
         # Under the lock: a scheduling job counts this partition ready when it runs.
         with self._cond:
             r.payloads[bucket.index] = payload
-            r.handed[bucket.index] = self._comm.submit(
-                partial(self._schedule, r, bucket.index), inputs=payload
-            )
+            r.handed[bucket.index] = self._comm.submit(partial(self._schedule, r, bucket.index))
             r.ready += 1
         return r.exchanges[bucket.index].wait
 
@@ -398,6 +410,7 @@ class PrioritySync(SyncComponents):
         for tensor in range(len(self._params)):
             if not r.got[tensor]:  # no gradient this step: it counts as zero
                 r.grads[tensor].zero_()
+                r.copied[tensor] = True
                 self._mark_ready(r, tensor, in_backward=False)
         r.hyper = [hyperparameters(group) for group in self._optimizer.param_groups]
         for param in self._params:
@@ -556,14 +569,11 @@ class PrioritySync(SyncComponents):
             while r.flight and r.load + size > self.credit:
                 self._complete_oldest(r)
             self._start(r, bucket)
-        if all(r.started):  # the round's last sends: each its own completion, then all done
+        if all(r.started):  # the round's last sends: each its own completion
             flight, r.flight, r.load = list(r.flight), collections.deque(), 0
             assert self._comm is not None
             for job, _ in flight:
                 self._comm.settle_here(job)
-            with host_sync(CREDIT_BACK):
-                for job, _ in flight:
-                    job.completed()
 
     def _agree(self, r: _Round) -> int:
         with self._cond:
@@ -588,12 +598,11 @@ class PrioritySync(SyncComponents):
             self._sends.append((r.step, bucket))
 
     def _complete_oldest(self, r: _Round) -> None:
-        """Wait until the oldest send has completed on the device, and take its credit back."""
+        """Take the oldest send's credit back: settled here, it makes the communication stream
+        wait (on the device) for its completion, so the sends issued next start after it."""
         assert self._comm is not None
         job, size = r.flight.popleft()
         self._comm.settle_here(job)
-        with host_sync(CREDIT_BACK):
-            job.completed()
         r.load -= size
 
     # ---- checkpoints ----------------------------------------------------------------------------
