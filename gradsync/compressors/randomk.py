@@ -18,6 +18,7 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from gradsync.compressors.counter_draws import DrawKey, counter_bits, counter_integers, draw_key
+from gradsync.compressors.fused import fused
 from gradsync.compressors.sparse import AgreedIndexCompressor
 from gradsync.compressors.warmup import WarmupArgs
 
@@ -49,9 +50,14 @@ def random_subset(n: int, k: int, key: DrawKey, device: torch.device) -> Tensor:
     """
     m = draws_for(n, k)
     if m >= n:
-        bits = counter_bits(torch.arange(n, device=device), key)
+        bits = _hashes(torch.arange(n, device=device), key)
         return torch.topk(bits, k, largest=False, sorted=False).indices
-    return first_distinct(counter_integers(torch.arange(m, device=device), key, n), k)
+    return first_distinct(_integers_below(torch.arange(m, device=device), key, n), k)
+
+
+# The hashes in one kernel each on a GPU (a dozen integer operations eagerly).
+_hashes = fused(counter_bits)
+_integers_below = fused(counter_integers)
 
 
 def first_distinct(draws: Tensor, k: int) -> Tensor:

@@ -137,3 +137,14 @@ def test_the_draws_are_a_function_of_the_key_alone_not_of_a_device_generator():
     torch.manual_seed(123)  # the global generator plays no part
     assert torch.equal(random_subset(10**6, 1000, key, CPU), first)
     assert not torch.equal(random_subset(10**6, 1000, draw_key(3, 8, "layer"), CPU), first)
+
+
+@pytest.mark.parametrize(("n", "k"), [(10**6, 1000), (300, 200)])
+def test_the_gpus_route_draws_the_cpus_set(n, k):
+    """The hashes compiled (the GPU's route) are the eager reference's, bit for bit: the same
+    key gives the same set on either route, through the draws and through the smallest hashes."""
+    key = draw_key(5, 1, "w")
+    on_cpu = random_subset(n, k, key, CPU)
+    with gpu_branches():
+        compiled = random_subset(n, k, key, CPU)
+    assert torch.equal(compiled.sort().values, on_cpu.sort().values)
