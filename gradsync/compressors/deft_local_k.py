@@ -65,7 +65,9 @@ def lone_plan(
     ``selection.range_norms`` gives it), sizes and first places, for ``k`` elements
     (``exact``: ``assign_local_k``'s mode) and ``total`` slots.
 
-    The definition, run on the host: the rule and ``selection_runs`` on the host's values."""
+    The definition, run on the host: the rule and ``selection_runs`` on the host's values. Its
+    reads are no waits: only tensors off a GPU come here, a CUDA tensor takes the Triton
+    kernel registered below."""
     norms = squares[: sizes.numel()].sqrt().to(dtype).tolist()
     ks = assign_local_k(norms, sizes.tolist(), k, exact=exact)
     lengths, shifts, floor = selection_runs(ks, first.tolist(), total)
