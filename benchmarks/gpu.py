@@ -35,7 +35,6 @@ is left (about 3 minutes), stopped at the eighth minute with the summary of what
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import sys
 import tempfile
@@ -76,7 +75,8 @@ from benchmarks.gpu_servers import host_limit, server_rows, servers_table
 from benchmarks.gpu_tables import reported
 from benchmarks.measure import model_group, real_gradient
 from benchmarks.report import machine, publish
-from gradsync.cli.command import bounded
+from gradsync.cli.command import checked
+from gradsync.config.checks import Check
 from gradsync.jobs.discovery import group_options
 
 COMMAND = "python -m benchmarks.gpu"
@@ -271,7 +271,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = OneLineParser(prog=COMMAND, description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument(
         "--minutes",
-        type=bounded(float, "a number", lambda m: 0 < m < math.inf, "more than 0 and finite"),
+        type=checked(float, Check(above=0), "minutes"),
         default=BUDGET_MINUTES,
         help=f"the budget, the tests stopped at its end (default {BUDGET_MINUTES:g})",
     )

@@ -10,6 +10,8 @@ configs' interpolations use. ``config/`` knows none of them. Torch-free.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from typing import Any
@@ -45,6 +47,36 @@ def option_classes() -> dict[str, dict[str, type]]:
         "runner": dict(RUNNERS),
         "logger": dict(LOGGERS),
     }
+
+
+def option_named(group: str, target: Any, settings: Mapping[str, Any]) -> str:
+    """The ``group=`` option that builds ``target`` with ``settings``: the one whose class
+    builds it, or, where several do (resnet18, resnet50 and resnet101), the one whose defaults
+    (its class's, then its YAML file's) have what ``settings`` has where theirs differ
+    (``depth``); their names joined by ``/`` when that does not tell them apart, the target
+    itself when no option builds it (any more)."""
+    options = option_classes().get(group, {})
+    names = [name for name, cls in options.items() if getattr(cls, "_target_", None) == target]
+    if len(names) < 2:
+        return names[0] if names else str(target)
+    defaults = {name: _option_defaults(group, name, options[name]) for name in names}
+    telling = [k for k in settings if len({json.dumps(d.get(k)) for d in defaults.values()}) > 1]
+    alike = [n for n in names if all(defaults[n].get(k) == settings[k] for k in telling)]
+    return "/".join(alike if len(alike) == 1 else names)
+
+
+def _option_defaults(group: str, name: str, schema: type) -> dict[str, Any]:
+    """An option's values before any override: its class's defaults, then its file's."""
+    node = OmegaConf.structured(schema)
+    path = ROOT_CONFIG_FILE.parent / group / f"{name}.yaml"
+    if path.is_file():
+        own = OmegaConf.load(path)
+        assert isinstance(own, DictConfig), "an option's YAML file is a mapping"
+        own.pop("defaults", None)
+        node = OmegaConf.merge(node, own)
+    plain = OmegaConf.to_container(node, resolve=False, enum_to_str=True)
+    assert isinstance(plain, dict), "an option's schema is a mapping"
+    return {str(k): v for k, v in plain.items()}
 
 
 def register() -> None:

@@ -4,7 +4,8 @@ Each worker is a fresh interpreter with RANK/WORLD_SIZE/LOCAL_RANK and MASTER_AD
 (rank 0 hosts the TCP store on a free loopback port, as torchrun does). Its output is forwarded line
 by line with a ``[rank r]`` prefix (progress-bar redraws pass through as they come). The first
 worker to fail stops the job: the others get SIGTERM, then SIGKILL after ``grace_period_s``, and
-WorkerFailure names the rank and its error.
+WorkerFailure names the rank and its error. A worker that SIGINT or SIGTERM reached from
+elsewhere stops the job the same way, which then ends as if the signal had reached this process.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import IO
 from gradsync.cluster.ports import free_port
 from gradsync.launch import Launch, Loopback, Placement, WorkerFailure
 from gradsync.launch.options import LocalRunnerConfig
-from runners.reports import error_file, read_error_reports, root_cause
+from gradsync.stop_signals import Stopped, stopping
+from runners.reports import error_file, read_error_reports, root_cause, stopped_rank
 
 log = logging.getLogger("gradsync.workers")
 _POLL_S = 0.05
@@ -221,5 +223,12 @@ class LocalRunner:
                 proc.kill()
                 proc.wait()
 
-    def _failure(self, first_failures: dict[int, int], scratch: Path) -> WorkerFailure:
+    def _failure(self, first_failures: dict[int, int], scratch: Path) -> WorkerFailure | Stopped:
+        """How the job ends once some workers ended: WorkerFailure naming the cause, or, when a
+        stop signal reached a worker (not from here), ``Stopped`` as if it had reached this
+        command."""
+        stopped = stopped_rank(first_failures)
+        if stopped is not None:
+            rank, signum = stopped
+            return stopping(signum, rank=rank)
         return root_cause(first_failures, read_error_reports(scratch))

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from gradsync.launch import Launch, WorkerFailure
-from runners.reports import error_file, read_error_reports, root_cause
+from gradsync.stop_signals import stopping
+from runners.reports import error_file, read_error_reports, root_cause, stopped_rank
 
 ERRORS_DIR = ".errors"  # inside the run directory, which every task can see
 
@@ -69,6 +70,9 @@ class TaskRunner:
         if code.returncode == 0:
             return
         self.stopped(code.returncode)
+        stopped = stopped_rank({self.task: code.returncode})
+        if stopped is not None:  # SIGINT or SIGTERM reached this task's worker: a stop, as local's
+            raise stopping(stopped[1], rank=self.task)
         raise self.failure(launch, code.returncode)
 
     def failure(self, launch: Launch, code: int) -> WorkerFailure:

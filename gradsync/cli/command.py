@@ -8,24 +8,26 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from gradsync.config.checks import Check
 from gradsync.jobs.compose import ConfigError
 from gradsync.measure import MeasurementError
 
 HELP_FLAGS = ("-h", "--help")
 
 
-def bounded(
-    parse: Callable[[str], float], what: str, allowed: Callable[[float], bool], rule: str
-) -> Callable[[str], Any]:
-    """An argparse type: ``parse`` the text, then check it keeps to ``rule``."""
+def checked(parse: Callable[[str], Any], check: Check, key: str) -> Callable[[str], Any]:
+    """An argparse type: ``parse`` the text, then ``check`` the value (finite, in its range:
+    ``config.checks``'s rules and words, as every option's), said as ``key``."""
+    what = "a whole number" if parse is int else "a number"
 
-    def convert(text: str) -> float:
+    def convert(text: str) -> Any:
         try:
             value = parse(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not allowed(value):
-            raise argparse.ArgumentTypeError(f"{text} must be {rule}")
+        problem = check.failure(key, value)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
         return value
 
     return convert

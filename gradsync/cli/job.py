@@ -16,7 +16,7 @@ from gradsync.jobs.compose import ConfigError, check_config, write_resolved
 from gradsync.launch import Runner, WorkerFailure, worker_launch
 from gradsync.metrics.summary import write_summary
 from gradsync.stop_signals import Stopped
-from gradsync.train.checkpoint import resolve_checkpoint
+from gradsync.train.checkpoint import LATEST
 
 log = logging.getLogger("gradsync")
 
@@ -59,6 +59,7 @@ def run_job(cfg: DictConfig) -> None:
         runner = build(cfg.runner, path="runner")
         if runner.restarted and cfg.trainer.resume is None and _has_checkpoint(run_dir):
             cfg.trainer.resume = str(run_dir)  # requeued by the scheduler: continue, not restart
+            check_config(cfg)  # a damaged checkpoint fails the job in one line, not its workers
             write_resolved(cfg, config_path)
             log.info(f"restarted by the scheduler: resuming from {run_dir}")
         status, error = _launch(runner, cfg, run_dir, config_path)
@@ -95,11 +96,9 @@ def run_job(cfg: DictConfig) -> None:
 
 
 def _has_checkpoint(run_dir: Path) -> bool:
-    try:
-        resolve_checkpoint(run_dir)
-    except ValueError:
-        return False  # restarted before its first checkpoint: it starts over
-    return True
+    """The job saved a checkpoint before it was requeued (restarted before its first: it starts
+    over). A damaged one counts: resuming from it is refused, never silently started over."""
+    return (run_dir / "checkpoints" / LATEST).exists()
 
 
 def _launch(

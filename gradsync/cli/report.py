@@ -12,14 +12,15 @@ from gradsync.config.files import writable_dir_problem
 from gradsync.jobs.compose import ConfigError
 from gradsync.report.document import Report, data_warnings, write_report
 from gradsync.report.naming import name_runs
-from gradsync.report.runs import ReportError, find_runs
+from gradsync.report.runs import ReportError, collect_runs
 from gradsync.report.table import build_table, to_markdown
 
 DESCRIPTION = """\
 Compare runs: a table (report.md, report.csv) and PNG plots (density, error norm, evaluation
 against time and steps, throughput, time breakdown, and scaling when the worker count varies).
 PATH is a run directory, a sweep directory (local or Slurm), or any directory above them.
-Everything is read from each run's metrics.jsonl and summary.json."""
+Everything is read from each run's metrics.jsonl and summary.json; a damaged file is skipped
+with a warning (a run whose summary.json is damaged is left out)."""
 EXAMPLES = """\
 examples:
   gradsync report multirun/2026-11-23/10-00-00
@@ -95,7 +96,8 @@ def report(args: list[str]) -> Path | None:
     if options.label is not None and options.group_by:
         raise ReportError("give --group-by or --label, not both")
     targets = _targets(options)
-    runs = find_runs(options.paths)
+    found = collect_runs(options.paths)
+    runs = found.runs
     group_by = [key.strip() for key in options.group_by.split(",") if key.strip()]
     naming = name_runs(runs, group_by=group_by, template=options.label)
     table = build_table(runs, naming, targets)
@@ -111,10 +113,11 @@ def report(args: list[str]) -> Path | None:
         table=table,
         group_by=group_by,
         command=shlex.join(["gradsync", "report", *args]),
-        warnings=data_warnings(runs, naming),
+        warnings=[*found.warnings, *data_warnings(runs, naming)],
     )
     for warning in document.warnings:
-        print(f"gradsync: warning: {warning}", file=sys.stderr)
+        # One line each: a run's error, as its summary.json holds it, may span several.
+        print(f"gradsync: warning: {' '.join(warning.split())}", file=sys.stderr)
     path = write_report(document, out)
     print(to_markdown(runs, [*table.lead, *table.results]))
     print(f"report: {path} ({len(document.plots)} plots, table also in report.csv)")

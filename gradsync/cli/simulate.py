@@ -52,7 +52,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,7 +61,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from gradsync.algorithms.simulator import PAPER_MU
-from gradsync.cli.command import CommandParser, bounded, docstring_help, print_or_fail
+from gradsync.cli.command import CommandParser, checked, docstring_help, print_or_fail
 from gradsync.cli.simulate_cluster import (
     add_cluster_options,
     describe,
@@ -68,8 +69,11 @@ from gradsync.cli.simulate_cluster import (
     job_cluster,
     machines,
     machines_line,
+    unused_file_fits,
+    unused_fit,
 )
 from gradsync.cluster.rates import bits_per_s
+from gradsync.config.checks import Check
 from gradsync.jobs.alternatives import (
     Alternative,
     applies,
@@ -79,6 +83,7 @@ from gradsync.jobs.alternatives import (
 )
 from gradsync.jobs.compose import ConfigError
 from gradsync.jobs.discovery import group_options
+from gradsync.projection.cluster_spec import ClusterSpec, field_check
 from gradsync.projection.timelines import draw_timelines
 from gradsync.schedulers.registry import SCHEDULERS, baseline_spec
 from gradsync.train.capacity import FORCE, capacity_problem
@@ -94,6 +99,11 @@ USAGE = (
     "[--bandwidths RATE,...] [--plot FILE.png] [--timeline FILE.png]"
 )
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+MAX_WARMUP_STEPS = 100_000
+"""More steps than any threshold takes to settle: a larger count is a typo (it would train for
+days before predicting)."""
+MAX_COMPUTE_SCALE = 1000.0
+"""Machines a thousand times slower than this host: a larger factor is a typo."""
 DENSE = "none"  # the compressor of the baseline, dense DDP (its scheduler: the registry's)
 
 
@@ -122,7 +132,7 @@ def _parser() -> CommandParser:
     parser.add_argument("--compressors", type=_names)
     parser.add_argument("--schedulers", type=_names)
     parser.add_argument("--workers", type=_counts)
-    parser.add_argument("--bandwidths", type=_names)
+    parser.add_argument("--bandwidths", type=_link_rates)
     add_cluster_options(parser)
     parser.add_argument("--plot", type=_figure_path)
     parser.add_argument("--timeline", type=_figure_path)
@@ -137,17 +147,41 @@ def _names(text: str) -> list[str]:
 
 
 def _counts(text: str) -> list[int]:
+    """Worker counts, each in a cluster description's range of ``workers`` (1e6 is read as the
+    count it writes, so that a count too large is told its bound)."""
     try:
-        counts = [int(part) for part in text.split(",")]
+        counts = [_whole(part) for part in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a list of worker counts") from None
-    if any(n < 1 for n in counts):
-        raise argparse.ArgumentTypeError("worker counts must be >= 1")
+    check = replace(field_check(ClusterSpec, "workers"), nullable=False)
+    for problem in (check.failure("worker counts", n) for n in counts):
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
     return counts
 
 
-_count = bounded(int, "a whole number", lambda value: value >= 0, ">= 0")
-_positive = bounded(float, "a number", lambda value: value > 0, "> 0")
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        number = float(text)  # ValueError: not a number at all
+    if not number.is_integer():  # inf and nan are not either
+        raise ValueError(text)
+    return int(number)
+
+
+def _link_rates(text: str) -> list[str]:
+    """Link rates (``1gbit,10gbit``), each checked as a cluster description's ``bandwidth``."""
+    rates = _names(text)
+    check = field_check(ClusterSpec, "bandwidth")
+    for problem in (check.failure("bandwidth", rate) for rate in rates):
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+    return rates
+
+
+_count = checked(int, Check(at_least=0, at_most=MAX_WARMUP_STEPS), "warm-up steps")
+_positive = checked(float, Check(above=0, at_most=MAX_COMPUTE_SCALE), "compute scale")
 
 
 def _json_path(text: str) -> Path:
@@ -242,11 +276,11 @@ def _estimate(predictor: Predictor, c: Combination, cluster: Cluster | None = No
 
 
 def simulate(args: argparse.Namespace) -> str:
+    description = described(args)  # a bad cluster file is said before torch is imported
+    compute, selection = machines(description, group_options()["compressor"], args.compute_scale)
     # Deferred for start-up: it imports torch, which this module's importers may not need.
     from gradsync.measure.jobs import Predictor
 
-    description = described(args)
-    compute, selection = machines(description, group_options()["compressor"], args.compute_scale)
     predictor = Predictor(
         warmup_steps=args.warmup_steps,
         compute_scale=args.compute_scale,
@@ -277,6 +311,13 @@ def _simulated(
     cluster = job_cluster(args, cfg, description)
     _check_probe_fits_here(cfg, cluster)
     rates = _rates(args.bandwidths, cluster)
+    targets = _targets(args, rates, cluster)  # before anything is measured: each must build
+    counts = _fit_counts(cluster, targets.values())
+    problem = unused_fit(args, counts)
+    if problem is not None:
+        raise ConfigError(problem)
+    for warning in unused_file_fits(args, cluster, counts):
+        print(f"gradsync: warning: {warning}", file=sys.stderr)
     if not combos:
         raise ConfigError(f"no compressor × scheduler composes: {refused[0]}")
     here = predictor.profiled(cfg).profile
@@ -319,8 +360,8 @@ def _simulated(
     if refused:
         lines += ["", f"not combinable ({len(refused)}): " + "; ".join(refused[:3])]
         lines += ["  ..."] if len(refused) > 3 else []
-    if args.workers or args.bandwidths:
-        lines += ["", *_projection(args, rates, predictor, baseline, combos, cluster)]
+    if targets:
+        lines += ["", *_projection(args, rates, targets, predictor, baseline, combos, cluster)]
     if args.timeline is not None:
         _draw_job_timelines(predictor, combos, cluster, args.timeline)
         lines += ["", f"timeline: {args.timeline}"]
@@ -367,21 +408,18 @@ def _rates(asked: list[str] | None, cluster: Cluster) -> list[tuple[str, float]]
     return rates or [(f"{cluster.bandwidth_bps / 1e6:g}mbit", cluster.bandwidth_bps)]
 
 
-def _projection(
-    args: argparse.Namespace,
-    rates: list[tuple[str, float]],
-    predictor: Predictor,
-    baseline: Combination,
-    combos: Sequence[Combination],
-    cluster: Cluster,
-) -> list[str]:
-    """Speed-up over dense DDP of every combination, on clusters of dedicated machines."""
-    sizes = args.workers or [cluster.workers]
+def _targets(
+    args: argparse.Namespace, rates: list[tuple[str, float]], cluster: Cluster
+) -> dict[tuple[str, int], Cluster]:
+    """The clusters of dedicated machines ``--workers`` and ``--bandwidths`` project to, by
+    (rate as written, workers); none when neither is given."""
+    if not (args.workers or args.bandwidths):
+        return {}
     dedicated = replace(cluster, shared_host_cores=None, second_bandwidth_bps=None)
-    speedups: dict[str, dict[tuple[str, int], float]] = {c.name: {} for c in combos}
-    for (rate, bps), n in itertools.product(rates, sizes):
+    targets = {}
+    for (rate, bps), n in itertools.product(rates, args.workers or [cluster.workers]):
         try:
-            target = replace(
+            targets[(rate, n)] = replace(
                 dedicated,
                 workers=n,
                 bandwidth_bps=bps,
@@ -391,9 +429,31 @@ def _projection(
             )
         except ValueError as exc:
             raise ConfigError(f"--workers {n}: {exc}") from None
+    return targets
+
+
+def _fit_counts(cluster: Cluster, targets: Iterable[Cluster]) -> set[int]:
+    """The worker counts that a measured fit of ``cluster`` can price: the job's rows' and
+    those of the projection's columns at the cluster's own links."""
+    return {cluster.workers} | {target.workers for target in targets if target.fitted}
+
+
+def _projection(
+    args: argparse.Namespace,
+    rates: list[tuple[str, float]],
+    targets: dict[tuple[str, int], Cluster],
+    predictor: Predictor,
+    baseline: Combination,
+    combos: Sequence[Combination],
+    cluster: Cluster,
+) -> list[str]:
+    """Speed-up over dense DDP of every combination, on clusters of dedicated machines."""
+    sizes = args.workers or [cluster.workers]
+    speedups: dict[str, dict[tuple[str, int], float]] = {c.name: {} for c in combos}
+    for key, target in targets.items():
         dense = _estimate(predictor, baseline, target).iteration
         for combo in combos:
-            speedups[combo.name][(rate, n)] = dense / _estimate(predictor, combo, target).iteration
+            speedups[combo.name][key] = dense / _estimate(predictor, combo, target).iteration
     columns = [f"{n}@{rate}" for rate, n in itertools.product([r for r, _ in rates], sizes)]
     width = max(len(name) for name in speedups)
     lines = [

@@ -5,25 +5,28 @@ links), or one described by ``--cluster FILE.yaml`` and the options that set the
 from __future__ import annotations
 
 import argparse
-import math
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
-from gradsync.cli.command import bounded
+from gradsync.cli.command import checked
 from gradsync.cluster.rates import bits_per_s
 from gradsync.jobs.compose import ConfigError
 from gradsync.projection.cluster import COLLECTIVES
 from gradsync.projection.cluster_spec import (
     AlphaBetaSpec,
+    ClusterSpec,
     ComputeSpec,
     Described,
     SelectionSpec,
     describes_anything,
+    field_check,
     load,
+    path_problem,
+    spec_problems,
 )
 
 if TYPE_CHECKING:
@@ -36,32 +39,36 @@ PER_ELEMENT = "/element"
 
 
 def add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    """The options that set a cluster description's keys, each checked as it is parsed with
+    the check the description declares on its key (``cluster_spec``)."""
     parser.add_argument("--cluster", type=_yaml_path)
-    parser.add_argument("--compute", type=_seconds)
-    parser.add_argument("--throughput", type=_seconds)
+    parser.add_argument("--compute", type=spec_value(float, ComputeSpec, "seconds", "compute"))
+    parser.add_argument("--throughput", type=spec_value(float, ComputeSpec, "throughput"))
     parser.add_argument("--selection", type=_selection, action="append", default=[])
     parser.add_argument("--collective", type=_collective, action="append", default=[])
-    parser.add_argument("--latency", type=float)
-    parser.add_argument("--algorithm")
-    parser.add_argument("--gpus-per-node", type=_count_of_gpus)
-    parser.add_argument("--intra-bandwidth")
+    parser.add_argument("--latency", type=spec_value(float, ClusterSpec, "latency"))
+    parser.add_argument("--algorithm", type=spec_value(str, ClusterSpec, "algorithm"))
+    parser.add_argument("--gpus-per-node", type=spec_value(int, ClusterSpec, "gpus_per_node"))
+    parser.add_argument("--intra-bandwidth", type=spec_value(str, ClusterSpec, "intra_bandwidth"))
 
 
 def _yaml_path(text: str) -> Path:
     path = Path(text)
     if path.suffix.lower() not in (".yaml", ".yml"):
         raise argparse.ArgumentTypeError(f"{text}: a cluster description ends in .yaml")
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    problem = path_problem(path)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return path
 
 
-_count_of_gpus = bounded(int, "a whole number", lambda value: value >= 1, ">= 1")
-_seconds = bounded(float, "a number", lambda value: math.isfinite(value) and value > 0, "> 0")
-
-
-def _costs_ok(*values: float) -> bool:
-    return all(math.isfinite(value) and value >= 0 for value in values)
+def spec_value(
+    parse: Callable[[str], Any], cls: type, name: str, key: str | None = None
+) -> Callable[[str], Any]:
+    """An argparse type: ``parse`` the text, then check it as a cluster description checks
+    ``cls``'s field ``name`` (said as ``key``, the field's name by default)."""
+    # Null is the file's way to leave a key out; an option leaves it out by not being given.
+    return checked(parse, replace(field_check(cls, name), nullable=False), key or name)
 
 
 def _selection(text: str) -> tuple[str, SelectionSpec]:
@@ -71,14 +78,13 @@ def _selection(text: str) -> tuple[str, SelectionSpec]:
     try:
         value = float(cost.removesuffix(PER_ELEMENT))
     except ValueError:
-        value = -1.0
-    if not (equals and name) or not (math.isfinite(value) and value >= 0):
+        value = None
+    if not (equals and name) or value is None:
         raise argparse.ArgumentTypeError(
             f"{text!r}: give COMPRESSOR=SECONDS (per d·log2 d) or COMPRESSOR=SECONDS/element"
         )
-    if per_element:
-        return name, SelectionSpec(per_element=value)
-    return name, SelectionSpec(d_log2_d=value)
+    spec = SelectionSpec(per_element=value) if per_element else SelectionSpec(d_log2_d=value)
+    return name, _checked_spec(spec, f"selection.{name}.")
 
 
 def _collective(text: str) -> tuple[str, AlphaBetaSpec]:
@@ -89,15 +95,22 @@ def _collective(text: str) -> tuple[str, AlphaBetaSpec]:
         alpha, beta = (float(part) for part in costs.split(","))
         workers = int(count) if at else None
     except ValueError:
-        alpha = beta = -1.0
-        workers = None
-    bad_count = workers is not None and workers < 1
-    if name not in COLLECTIVES or not _costs_ok(alpha, beta) or bad_count:
+        name = ""  # not of the form: said below
+    if name not in COLLECTIVES:
         raise argparse.ArgumentTypeError(
             f"{text!r}: give COLLECTIVE=ALPHA,BETA or COLLECTIVE=ALPHA,BETA@WORKERS, with "
             f"COLLECTIVE one of {', '.join(COLLECTIVES)}"
         )
-    return name, AlphaBetaSpec(alpha=alpha, beta=beta, workers=workers)
+    fit = AlphaBetaSpec(alpha=alpha, beta=beta, workers=workers)
+    return name, _checked_spec(fit, f"{name}.")
+
+
+def _checked_spec(spec: Any, prefix: str) -> Any:
+    """``spec`` when every number in it is in its field's range; else the first that is not,
+    as argparse's error."""
+    for problem in spec_problems(spec, prefix):
+        raise argparse.ArgumentTypeError(problem)
+    return spec
 
 
 def described(args: argparse.Namespace) -> Described | None:
@@ -167,6 +180,42 @@ def job_cluster(
     except ValueError as exc:
         where = "--cluster" if args.cluster is not None else "cluster"
         raise ConfigError(f"{where}: {exc}") from None
+
+
+def unused_fit(args: argparse.Namespace, counts: Collection[int]) -> str | None:
+    """Why a fit a ``--collective`` gives would price nothing, or None: it is at a worker count
+    that no prediction at the cluster's own links is for (``counts``: the job's rows' and, at
+    the cluster's rate, the projection's). Given for this run, it is a mistake (refused)."""
+    shown = ", ".join(str(n) for n in sorted(counts))
+    for name, fit in args.collective:
+        if fit.workers is not None and fit.workers not in counts:
+            return (
+                f"--collective {name}=...@{fit.workers}: no prediction is for {fit.workers} "
+                f"workers at the cluster's links (they are for {shown}), so the fit would go "
+                f"unused: give it at one of those counts (or drop @{fit.workers}: every count), "
+                f"or add {fit.workers} to --workers"
+            )
+    return None
+
+
+def unused_file_fits(
+    args: argparse.Namespace, cluster: Cluster, counts: Collection[int]
+) -> list[str]:
+    """A warning for each collective of the cluster file whose every fit is at counts no
+    prediction is for: the file describes the cluster for many runs (fits measured once, for
+    the counts some runs project to), so this run prices that collective from the links."""
+    shown = ", ".join(str(n) for n in sorted(counts))
+    warnings = []
+    for name, fits in cluster.fitted.items():
+        pinned = sorted({fit.workers for fit in fits if fit.workers is not None})
+        if len(pinned) == len(fits) and not set(pinned) & set(counts):
+            at = ", ".join(str(n) for n in pinned)
+            warnings.append(
+                f"{args.cluster}: collectives.{name} has fits at {at} workers only, and no "
+                f"prediction is for those counts (they are for {shown}): priced from the links "
+                f"instead (add a fit with workers: null to use it at every count)"
+            )
+    return warnings
 
 
 def describe(cluster: Cluster) -> list[str]:

@@ -36,7 +36,8 @@ def summarize(sweep_dir: Path) -> int:
     if not sweep_dir.is_dir():
         raise ConfigError(f"{sweep_dir} is a file; give the sweep's directory")
     listed = sweep_dir / JOBS_FILE
-    expected = len(listed.read_text().splitlines()) if listed.is_file() else 0
+    # Counted in bytes: a damaged jobs.txt still lists as many jobs as it has lines.
+    expected = len(listed.read_bytes().splitlines()) if listed.is_file() else 0
     rows = sweep_rows(sweep_dir, expected_jobs=expected)
     if not rows:
         raise ConfigError(

@@ -8,9 +8,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from gradsync.config.checks import Options, Rule, option
+from gradsync.config.checks import (
+    MAX_SAMPLES,
+    MAX_TOKENS,
+    MAX_VOCAB,
+    Options,
+    Rule,
+    option,
+    seed_option,
+)
 from gradsync.config.schema import LANGUAGE_MODEL, RECOMMENDATION, FileDatasetConfig, TaskBound
 from gradsync.data.layouts import MOVIELENS_RATINGS, PTB_FILES, WIKITEXT2_FILES
+
+MAX_IMAGE_SIDE = 2**13
+"""Pixels of an image's side (or its channels): a larger image is a mistake."""
+MAX_NEGATIVES = 10**3
+"""Sampled negatives per positive: MovieLens-20M's 20 million ratings times this fill memory."""
 
 DIGITS = 1797
 """Images in scikit-learn's bundled digits (``dataset=digits``)."""
@@ -22,7 +35,7 @@ class DigitsConfig(TaskBound, Options):
     _target_: str = "gradsync.data.digits.Digits"
     test_fraction: float = option(0.2, above=0, below=1)
     """Fraction of scikit-learn's 1,797 digits held out as the test split."""
-    split_seed: int = 0
+    split_seed: int = seed_option(0)
     """Seed of the train/test split (fixed, so every run tests on the same images)."""
 
     def train_samples(self) -> int:
@@ -101,7 +114,7 @@ class ImageNetConfig(FileDatasetConfig, Options):
     _target_: str = "gradsync.data.imagenet.ImageNet"
     download: bool = False
     """Always false: ImageNet cannot be fetched automatically; place it under ``root`` by hand."""
-    image_size: int = option(224, at_least=32)
+    image_size: int = option(224, at_least=32, limit=MAX_IMAGE_SIDE)
     """Side of the square crops the model sees."""
     augment: bool = True
     """RandomResizedCrop and horizontal flip of training images (false: the val transform)."""
@@ -142,24 +155,27 @@ class SyntheticConfig(TaskBound, Options):
     _target_: str = "gradsync.data.synthetic.Synthetic"
     kind: str = option("images", choices=("images", "tokens"))
     """images (classification) or tokens (language_model)."""
-    num_samples: int = option(50_000, at_least=1)
+    num_samples: int = option(50_000, at_least=1, limit=MAX_SAMPLES)
     """Training samples: random inputs with random labels, for timing rather than accuracy."""
-    num_test_samples: int = option(1_000, at_least=1)
+    num_test_samples: int = option(1_000, at_least=1, limit=MAX_SAMPLES)
     """Test samples."""
-    pool_size: int = option(256, at_least=1)
+    pool_size: int = option(256, at_least=1, limit=MAX_SAMPLES)
     """Distinct random items behind each split, held on every worker's device (sample i is
     item i mod pool_size): 256 keep 224-px images to 150 MB per split."""
     image_shape: list[int] = option(
-        default_factory=lambda: list(SYNTHETIC_IMAGE_SHAPE), each=True, at_least=1
+        default_factory=lambda: list(SYNTHETIC_IMAGE_SHAPE),
+        each=True,
+        at_least=1,
+        limit=MAX_IMAGE_SIDE,
     )
     """Channels, height, width of each image (kind=images)."""
-    num_classes: int = option(10, at_least=2)
+    num_classes: int = option(10, at_least=2, limit=MAX_VOCAB)
     """Classes of kind=images."""
-    seq_len: int = option(128, at_least=1)
+    seq_len: int = option(128, at_least=1, limit=MAX_TOKENS)
     """Tokens per sequence (kind=tokens)."""
-    vocab_size: int = option(10_000, at_least=2)
+    vocab_size: int = option(10_000, at_least=2, limit=MAX_VOCAB)
     """Vocabulary size (kind=tokens)."""
-    seed: int = 0
+    seed: int = seed_option(0)
     """Seed of the generated data (the same on every worker)."""
 
     RULES: ClassVar[tuple[Rule, ...]] = (
@@ -184,11 +200,11 @@ class WordCorpusConfig(FileDatasetConfig, Options):
     GROUP: ClassVar[str] = "dataset"
     TASK: ClassVar[str] = LANGUAGE_MODEL
     FILES: ClassVar[dict[str, str]] = {}
-    seq_len: int = option(35, at_least=1)
+    seq_len: int = option(35, at_least=1, limit=MAX_TOKENS)
     """Tokens per training/evaluation window (the BPTT length)."""
     eval_split: str = option("valid", choices=("valid", "test"))
     """Split evaluated during training: valid or test."""
-    max_vocab: int | None = option(None, at_least=2, hint="(one word and <unk>)")
+    max_vocab: int | None = option(None, at_least=2, hint="(one word and <unk>)", limit=MAX_VOCAB)
     """Keep only the most frequent words, <unk> included (null: every training word)."""
     hub_name: str = ""
     """Hugging Face Hub dataset fetched when dataset.download=true."""
@@ -232,11 +248,11 @@ class MovieLensConfig(FileDatasetConfig, Options):
     _target_: str = "gradsync.data.movielens.MovieLens"
     variant: str = "ml-1m"
     """ml-1m or ml-20m."""
-    negatives: int = option(4, at_least=0)
+    negatives: int = option(4, at_least=0, limit=MAX_NEGATIVES)
     """Sampled negatives per training positive."""
-    eval_negatives: int = option(99, at_least=1)
+    eval_negatives: int = option(99, at_least=1, limit=MAX_NEGATIVES)
     """Sampled negatives ranked against each user's held-out positive."""
-    seed: int = 0
+    seed: int = seed_option(0)
     """Seeds the negative sampling (the same on every worker)."""
 
     RULES: ClassVar[tuple[Rule, ...]] = (

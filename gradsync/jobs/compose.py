@@ -47,7 +47,10 @@ from gradsync.schedulers.registry import (
     spec_of,
 )
 from gradsync.train.capacity import FORCE, capacity_problem, gpu_sharing_problem
-from gradsync.train.checkpoint import read_meta, resolve_checkpoint
+from gradsync.train.checkpoint import resolve_checkpoint
+from gradsync.train.checkpoint_manifest import checkpoint_problem
+from gradsync.train.job_identity import job_identity
+from gradsync.train.shape_check import input_problem
 
 
 class ConfigError(ValueError):
@@ -202,12 +205,25 @@ def _compose(overrides: list[str], *, multirun: bool) -> DictConfig:
         if not multirun:
             _refuse_sweeps(given)
         return compose(ROOT_CONFIG, overrides=overrides)
+    except ConfigError:
+        raise  # already one line (a ValueError, which the last clause would say again)
     except MissingConfigException as exc:
         raise ConfigError(_missing_option(exc)) from None
     except HydraException as exc:
         raise ConfigError(_composition_error(exc, given, overrides)) from None
     except OmegaConfBaseException as exc:
         raise ConfigError(_first_line(str(exc))) from None
+    except (ArithmeticError, AttributeError, TypeError, ValueError) as exc:
+        # A value OmegaConf fails on (10**400 for a float, {a: 1} for a section that is null)
+        # keeps the exception's own type, and names its key only in the text; one that names
+        # no key is a fault in gradsync, whose traceback stays.
+        if "full_key: " not in str(exc):
+            raise
+        key = str(exc).partition("full_key: ")[2].partition("\n")[0].strip()
+        typed = [o for o in given if key and key.startswith(str(o.key_or_group))]
+        where = max(typed, key=lambda o: len(str(o.key_or_group))).input_line if typed else key
+        cause = f"not a value this key takes ({_first_line(str(exc))})"
+        raise ConfigError(f"{where}: {cause}" if where else cause) from None
 
 
 def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool = True) -> None:
@@ -215,11 +231,12 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
     can start the job here. ``launcher_here=False`` leaves out the last (GPUs for the workers
     it starts, root for netem, sbatch for slurm, torchrun's environment, room for the
     processes), for configs meant for elsewhere; ``machine=False`` also the dataset's files and
-    the checkpoint to resume, for a command that only shows the config."""
+    the checkpoint to resume and trying the model on its dataset's inputs
+    (``shape_check.py``), for a command that only shows the config."""
     _check_known_keys(cfg, "")
     try:
         typed = OmegaConf.to_object(cfg)  # builds the schema dataclasses: runs __post_init__
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, ArithmeticError) as exc:  # a check, a rule's arithmetic
         raise ConfigError(_first_line(str(exc))) from None
     except OmegaConfBaseException as exc:
         raise ConfigError(_first_line(str(exc))) from None
@@ -232,6 +249,7 @@ def check_config(cfg: DictConfig, *, launcher_here: bool = True, machine: bool =
         return
     _check_resume(typed)
     _check_dataset(typed)
+    _check_model_takes_inputs(cfg)
     if launcher_here:
         _check_device(cfg, typed)
         _check_runner(typed)
@@ -390,6 +408,7 @@ def _check_device(job: DictConfig, cfg: TrainConfig) -> None:
 
 
 def _check_model_fits_dataset(cfg: TrainConfig) -> None:
+    """The model is for the dataset's task."""
     model, dataset = cfg.model, cfg.dataset
     both = isinstance(model, TaskBound) and isinstance(dataset, TaskBound)
     if both and model.task_kind() != dataset.task_kind():
@@ -397,6 +416,15 @@ def _check_model_fits_dataset(cfg: TrainConfig) -> None:
             f"the model is for {model.task_kind()} but the dataset is for "
             f"{dataset.task_kind()}; pick a matching model= / dataset= pair"
         )
+
+
+def _check_model_takes_inputs(job: DictConfig) -> None:
+    """The model takes a batch of the dataset's inputs, tried on the meta device
+    (``shape_check.py``; it may import torch, so it comes after the checks that cost nothing,
+    and not for a command that only shows the config)."""
+    problem = input_problem(job)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _check_batch_fits_dataset(cfg: TrainConfig) -> None:
@@ -421,6 +449,8 @@ def _check_dataset(cfg: TrainConfig) -> None:
 
 
 def _check_resume(cfg: TrainConfig) -> None:
+    """The checkpoint to resume from: found, its files as written (checksums read once per
+    resume), written by a job this one can continue (``job_identity.py``)."""
     if cfg.trainer.resume is None:
         return
 
@@ -428,12 +458,9 @@ def _check_resume(cfg: TrainConfig) -> None:
         checkpoint = resolve_checkpoint(cfg.trainer.resume)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    written_by = read_meta(checkpoint)["world_size"]
-    if written_by != cfg.trainer.workers:
-        raise ConfigError(
-            f"checkpoint {checkpoint} was written by {written_by} workers (their error-feedback "
-            f"state is per worker); resume with trainer.workers={written_by}"
-        )
+    problem = checkpoint_problem(checkpoint, job_identity(cfg))
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 # ---- turning Hydra's messages into one line --------------------------------------------------

@@ -45,6 +45,13 @@ class WorkerFailure(RuntimeError):
         self.detail = detail
 
 
+class PeerLost(RuntimeError):
+    """A worker lost its connection to a peer: another rank died or was stopped. The worker
+    raises it for its backend's error and reports it (type ``PeerLost``) in one line, with no
+    traceback; a runner never names it as the job's cause while another rank's report or
+    death does."""
+
+
 class Runner(Protocol):
     reports_outcome: bool
     """This process writes the job's summary. False in all but task 0 of a job whose workers

@@ -19,8 +19,32 @@ from gradsync.cluster.host_checks import (
     refused_submission,
 )
 from gradsync.cluster.rates import DEFAULT_RATE, rate_problem
-from gradsync.config.checks import Options, Rule, option
+from gradsync.config.checks import (
+    MAX_SECONDS,
+    MAX_WORKERS,
+    Options,
+    Rule,
+    option,
+)
 from gradsync.launch.slurm_launcher import sbatch_flag
+
+MAX_PROCESSES = 2 * MAX_WORKERS
+"""Processes of one job: its workers and as many parameter servers at most."""
+MAX_QUEUE_MS = 60_000
+"""A packet held a minute in the shaper's queue is a mistake, not a link."""
+MAX_TIME_MIN = 366 * 24 * 60
+"""A year of minutes: more is no job's time limit."""
+MAX_MEM_GB = 10**5
+"""Memory of one node, in GB: no node has 100 TB."""
+MAX_ARRAY_PARALLELISM = 4 * 10**6
+"""Slurm's largest MaxArraySize: no array runs more jobs at once."""
+MAX_REQUEUES = 10**3
+"""Requeues of one job: a job preempted more often than this will not finish."""
+
+
+def derived_count(interpolation: str) -> Any:
+    """A count a runner derives from the trainer's (``interpolation``), checked if given."""
+    return option(II(interpolation), at_least=0, limit=MAX_PROCESSES)
 
 
 @dataclass
@@ -64,10 +88,10 @@ class RunnerConfig(Options):
 class LocalRunnerConfig(RunnerConfig):
     _target_: str = "runners.local.LocalRunner"
     starts_processes_here: ClassVar[bool] = True
-    workers: int = II("trainer.processes")
+    workers: int = derived_count("trainer.processes")
     """Processes this runner starts: the workers, then any parameter servers. Derived from
     trainer.processes."""
-    grace_period_s: float = option(3.0, at_least=0)
+    grace_period_s: float = option(3.0, at_least=0, limit=MAX_SECONDS)
     """How long surviving workers get to exit after one fails, before they are killed."""
 
     def workers_starting_here(self, workers: int) -> int | None:
@@ -78,7 +102,7 @@ class LocalRunnerConfig(RunnerConfig):
 class NetemRunnerConfig(LocalRunnerConfig):
     _target_: str = "runners.netem.NetemRunner"
     shapes_links: ClassVar[bool] = True
-    colocated: int = II(
+    colocated: int = derived_count(
         "gradsync.colocated:${trainer.servers},${trainer.colocate_server},"
         "${gradsync.parameter_server:}"
     )
@@ -97,7 +121,7 @@ class NetemRunnerConfig(LocalRunnerConfig):
     """Token-bucket burst: how much may leave at the host's speed before the rate applies (tc
     sizes: 25000, 64kb). Default: what the link carries in 2 ms, so every message takes its
     bytes over the rate, as on a real link."""
-    queue_ms: int = option(50, above=0)
+    queue_ms: int = option(50, above=0, limit=MAX_QUEUE_MS)
     """Longest a packet may wait in the shaper's queue before it is dropped."""
 
     def machine_problem(self) -> str | None:
@@ -127,21 +151,21 @@ class SlurmRunnerConfig(RunnerConfig):
     )  # fmt: skip
     """What Hydra's launcher asks once for the whole array: the same for every job of a sweep
     (what jobs derive from swept trainer values, tasks, GPUs and cores, is ``_array_shape``'s)."""
-    workers: int = II("trainer.processes")
+    workers: int = derived_count("trainer.processes")
     """Tasks each job runs: the workers, then any parameter servers. Derived from
     trainer.processes."""
-    nodes: int = option(1, at_least=1)
+    nodes: int = option(1, at_least=1, limit=MAX_WORKERS)
     """Nodes per job; each runs trainer.workers / nodes workers (tasks)."""
     partition: str | None = None
     """Slurm partition (``--partition``); null: the cluster's default."""
-    time_min: int = option(60, at_least=1)
+    time_min: int = option(60, at_least=1, limit=MAX_TIME_MIN)
     """Time limit of each job, in minutes."""
-    cpus_per_task: int = II(
+    cpus_per_task: int = derived_count(
         "gradsync.cpus_per_task:${trainer.threads_per_worker},${trainer.loader_workers}"
     )
     """Cores per task: its compute threads and its loader processes (trainer.loader_workers;
     under auto 8 for a dataset read from disk, none for one held in memory)."""
-    gpus_per_node: int | None = II(
+    gpus_per_node: int | None = derived_count(
         "gradsync.gpus_per_node:${trainer.device},${trainer.workers},${runner.workers},"
         "${runner.nodes},${runner.gres}"
     )
@@ -154,7 +178,7 @@ class SlurmRunnerConfig(RunnerConfig):
     """Node features the job needs (``--constraint``, e.g. ``a100&ib``)."""
     exclude: str | None = None
     """Nodes the job must not run on (``--exclude``, e.g. ``gpu[07-08]``)."""
-    mem_gb: int | None = None
+    mem_gb: int | None = option(None, at_least=0, hint="(0: all of it)", limit=MAX_MEM_GB)
     """Memory per node in GB (``--mem``); null: the cluster's default."""
     account: str | None = None
     """Account charged for the job (``--account``); null: your default."""
@@ -168,12 +192,12 @@ class SlurmRunnerConfig(RunnerConfig):
     additional_parameters: dict[str, Any] = field(default_factory=dict)
     """Any other sbatch option, name without dashes to value, each added with a ``+``
     (``+runner.additional_parameters.mail-type=END``): each becomes ``#SBATCH --name=value``."""
-    array_parallelism: int = 256
+    array_parallelism: int = option(256, at_least=1, limit=MAX_ARRAY_PARALLELISM)
     """At most this many jobs of the array run at once."""
-    max_requeues: int = option(0, at_least=0)
+    max_requeues: int = option(0, at_least=0, limit=MAX_REQUEUES)
     """Times a job that hits its time limit or is preempted is requeued; it resumes from its
     last checkpoint."""
-    report_grace_s: float = 3.0
+    report_grace_s: float = option(3.0, at_least=0, limit=MAX_SECONDS)
     """How long a failed task waits for its peers' error reports before it names the first
     failure."""
 
@@ -263,10 +287,10 @@ class TorchrunRunnerConfig(RunnerConfig):
     """For jobs started by torchrun, which starts one gradsync process per worker."""
 
     _target_: str = "runners.torchrun.TorchrunRunner"
-    workers: int = II("trainer.processes")
+    workers: int = derived_count("trainer.processes")
     """Processes torchrun must start in all (``--nnodes`` × ``--nproc-per-node``). Derived from
     trainer.processes."""
-    report_grace_s: float = 3.0
+    report_grace_s: float = option(3.0, at_least=0, limit=MAX_SECONDS)
     """How long a failed process waits for its peers' error reports before it names the first
     failure."""
 

@@ -7,7 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gradsync.config.checks import Options, Rule, option
+from gradsync.config.checks import (
+    MAX_LAYERS,
+    MAX_TOKENS,
+    MAX_WIDTH,
+    Options,
+    Rule,
+    option,
+)
 from gradsync.config.schema import LANGUAGE_MODEL, RECOMMENDATION, TaskBound
 from gradsync.models.variant_names import VARIANTS  # torch-free: composing stays fast
 
@@ -17,7 +24,9 @@ class MLPConfig(TaskBound, Options):
     GROUP: ClassVar[str] = "model"
     _target_: str = "gradsync.models.mlp.MLP"
     _partial_: bool = True
-    hidden: list[int] = option(default_factory=lambda: [128, 64], each=True, at_least=1)
+    hidden: list[int] = option(
+        default_factory=lambda: [128, 64], each=True, at_least=1, limit=MAX_WIDTH
+    )
     """Widths of the hidden layers, input to output."""
 
 
@@ -27,11 +36,11 @@ class CNNConfig(TaskBound, Options):
     _target_: str = "gradsync.models.cnn.CNN"
     _partial_: bool = True
     channels: list[int] = option(
-        default_factory=lambda: [16, 32], each=True, at_least=1, min_entries=1
+        default_factory=lambda: [16, 32], each=True, at_least=1, min_entries=1, limit=MAX_WIDTH
     )
     """Output channels of each 3×3 convolution (ReLU after each; one 2×2 max-pool after the
     last)."""
-    hidden: int = option(64, at_least=1)
+    hidden: int = option(64, at_least=1, limit=MAX_WIDTH)
     """Width of the fully connected layer before the classifier."""
 
 
@@ -99,11 +108,11 @@ class LSTMConfig(TaskBound, Options):
     TASK: ClassVar[str] = LANGUAGE_MODEL
     _target_: str = "gradsync.models.lstm.LSTMLanguageModel"
     _partial_: bool = True
-    embedding_dim: int = option(650, at_least=1)
+    embedding_dim: int = option(650, at_least=1, limit=MAX_WIDTH)
     """Size of the word embeddings."""
-    hidden_size: int = option(650, at_least=1)
+    hidden_size: int = option(650, at_least=1, limit=MAX_WIDTH)
     """Hidden units of each LSTM layer."""
-    num_layers: int = option(2, at_least=1)
+    num_layers: int = option(2, at_least=1, limit=MAX_LAYERS)
     """Stacked LSTM layers."""
     dropout: float = option(0.5, at_least=0, below=1)
     """Dropout probability between layers and on the embeddings."""
@@ -128,13 +137,13 @@ class GPT2Config(TaskBound, Options):
     TASK: ClassVar[str] = LANGUAGE_MODEL
     _target_: str = "gradsync.models.gpt2.GPT2"
     _partial_: bool = True
-    n_layer: int = option(12, at_least=1)
+    n_layer: int = option(12, at_least=1, limit=MAX_LAYERS)
     """Transformer blocks."""
-    n_head: int = option(12, at_least=1)
+    n_head: int = option(12, at_least=1, limit=MAX_LAYERS)
     """Attention heads per block."""
-    n_embd: int = option(768, at_least=1)
+    n_embd: int = option(768, at_least=1, limit=MAX_WIDTH)
     """Embedding width."""
-    block_size: int = option(1024, at_least=1)
+    block_size: int = option(1024, at_least=1, limit=MAX_TOKENS)
     """Longest input the position embeddings cover (must be >= dataset.seq_len)."""
     dropout: float = option(0.1, at_least=0, below=1)
     """Dropout probability of embeddings, attention and residuals."""
@@ -156,10 +165,14 @@ class NCFConfig(TaskBound, Options):
     TASK: ClassVar[str] = RECOMMENDATION
     _target_: str = "gradsync.models.ncf.NeuMF"
     _partial_: bool = True
-    factors: int = option(64, at_least=1)
+    factors: int = option(64, at_least=1, limit=MAX_WIDTH)
     """Size of the GMF user and item embeddings."""
     mlp_layers: list[int] = option(
-        default_factory=lambda: [256, 128, 64], each=True, at_least=1, min_entries=1
+        default_factory=lambda: [256, 128, 64],
+        each=True,
+        at_least=1,
+        min_entries=1,
+        limit=MAX_WIDTH,
     )
     """MLP widths; the first is the concatenated user+item embedding (each half of it)."""
     dropout: float = option(0.5, at_least=0, below=1)

@@ -102,8 +102,8 @@ class Cluster:
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
-        if not self.bandwidth_bps > 0:
-            raise ValueError(f"bandwidth must be > 0, got {self.bandwidth_bps}")
+        if not 0 < self.bandwidth_bps < math.inf:
+            raise ValueError(f"bandwidth must be > 0 and finite, got {self.bandwidth_bps}")
         if self.algorithm not in ALGORITHMS:
             raise ValueError(
                 f"unknown collective algorithm {self.algorithm!r}; valid: {', '.join(ALGORITHMS)}"
@@ -115,8 +115,8 @@ class Cluster:
             )
         if self.gpus_per_node > 1 and not self.intra_bandwidth_bps > 0:
             raise ValueError("a cluster with several GPUs per node needs intra_bandwidth")
-        if self.latency_s < 0:
-            raise ValueError(f"latency must be >= 0, got {self.latency_s}")
+        if not 0 <= self.latency_s < math.inf:  # NaN too: it would price every call as NaN
+            raise ValueError(f"latency must be >= 0 and finite, got {self.latency_s}")
         unknown = sorted(set(self.fitted) - set(COLLECTIVES))
         if unknown:
             raise ValueError(

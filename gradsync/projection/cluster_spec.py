@@ -3,7 +3,10 @@ options that set the same keys): its workers and links, each collective's measur
 machines' compute and each compressor's selection cost on them.
 
 The file is checked as configs are: a structured schema (``ClusterSpec``), so an unknown key or
-a value of the wrong type is one line naming it. Every key is optional; what the file leaves
+a value of the wrong type is one line naming it, and every number is checked as it is read
+against the range its field declares (``option``: finite, and bounded where a larger value
+can only be a mistake). The YAML is read without aliases and nested no deeper than the schema,
+so a small file cannot expand into a large one. Every key is optional; what the file leaves
 out is the job's (``trainer.workers``, ``runner.bandwidth``) or the link model's. The keys are
 in the configuration reference (``docs/reference/config.md``). Torch-free.
 
@@ -19,8 +22,9 @@ An example, the OMGS paper's cluster (``benchmarks/clusters/omgs_p102_1gbe.yaml`
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+import io
+from collections import Counter
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,23 +32,43 @@ import yaml
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
-from gradsync.cluster.rates import bits_per_s
+from gradsync.cluster.rates import bits_per_s, rate_problem
+from gradsync.config.checks import Check, option
 from gradsync.projection.cluster import ALGORITHMS, AlphaBeta, Cluster
 from gradsync.projection.machine import Compute
 from gradsync.projection.selection import SelectionCost
+
+MAX_PROJECTED_WORKERS = 10**6
+"""The most workers a cluster (or a fit, or a projection) may have: a larger count is a typo."""
+MAX_LATENCY_S = 60.0
+"""The longest start-up of one message or collective, seconds."""
+MAX_COMPUTE_S = 3600.0
+"""The longest compute (or pass) of one iteration, seconds."""
+MAX_THROUGHPUT = 1e9
+"""The most training samples per second of one worker."""
+MAX_SECONDS_PER_UNIT = 1e-3
+"""The most seconds per byte of a collective (1 kB/s) or per element of a selection."""
+MAX_GPUS_PER_NODE = 1024
+MAX_FILE_BYTES = 2**16
+"""A cluster description is a few lines; a larger file is not one (and is not read)."""
+MAX_DEPTH = 8
+"""How deep a cluster description's mappings and lists may nest (the schema's deepest key,
+``collectives.all_gather[0].alpha``, is three levels in)."""
 
 
 @dataclass
 class AlphaBetaSpec:
     """One collective's measured cost: ``alpha + beta·size`` seconds."""
 
-    alpha: float = MISSING
+    alpha: float = option(MISSING, at_least=0, at_most=MAX_LATENCY_S, hint="(seconds)")
     """Seconds of start-up."""
-    beta: float = MISSING
+    beta: float = option(
+        MISSING, at_least=0, at_most=MAX_SECONDS_PER_UNIT, hint="(seconds per byte)"
+    )
     """Seconds per byte of the collective's size as nccl-tests reports it: the bytes of an
     all-reduce or broadcast buffer, everyone's gathered bytes of an all-gather, one message of
     a point-to-point send."""
-    workers: int | None = None
+    workers: int | None = option(None, at_least=1, at_most=MAX_PROJECTED_WORKERS)
     """The worker count it was measured at; null: every count without a fit of its own."""
 
 
@@ -70,15 +94,15 @@ class ComputeSpec:
     ``forward``, ``backward`` and ``update``, or ``throughput``. It is spread over the model's
     tensors as the profile taken here (or loaded with ``--measurements``) spreads it."""
 
-    seconds: float | None = None
+    seconds: float | None = option(None, above=0, at_most=MAX_COMPUTE_S, hint="(seconds)")
     """Forward + backward + update of one iteration."""
-    forward: float | None = None
+    forward: float | None = option(None, at_least=0, at_most=MAX_COMPUTE_S, hint="(seconds)")
     """Seconds of the forward pass."""
-    backward: float | None = None
+    backward: float | None = option(None, at_least=0, at_most=MAX_COMPUTE_S, hint="(seconds)")
     """Seconds of the backward pass."""
-    update: float | None = None
+    update: float | None = option(None, at_least=0, at_most=MAX_COMPUTE_S, hint="(seconds)")
     """Seconds of the optimizer's update."""
-    throughput: float | None = None
+    throughput: float | None = option(None, above=0, at_most=MAX_THROUGHPUT)
     """Training samples per second of one worker (a published figure)."""
 
 
@@ -87,9 +111,9 @@ class SelectionSpec:
     """A compressor's compression time for a group of d elements on the cluster's machines:
     ``d_log2_d·d·log2 d + per_element·d`` seconds."""
 
-    d_log2_d: float = 0.0
+    d_log2_d: float = option(0.0, at_least=0, at_most=MAX_SECONDS_PER_UNIT, hint="(seconds)")
     """Seconds per d·log2 d (a top-k's sort; the OMGS paper's γ)."""
-    per_element: float = 0.0
+    per_element: float = option(0.0, at_least=0, at_most=MAX_SECONDS_PER_UNIT, hint="(seconds)")
     """Seconds per element (a scan, or a measured rate)."""
 
 
@@ -98,18 +122,20 @@ class ClusterSpec:
     """A cluster for ``gradsync simulate`` to predict: one worker per machine (or
     ``gpus_per_node``), each with its own cores."""
 
-    workers: int | None = None
+    workers: int | None = option(None, at_least=1, at_most=MAX_PROJECTED_WORKERS)
     """Workers of the cluster; null: `trainer.workers`."""
-    bandwidth: str | None = None
+    bandwidth: str | None = option(None, problem=lambda rate: rate_problem(rate, "bandwidth"))
     """Each worker's link, as tc writes it (`1gbit`); null: `runner.bandwidth`, else 1gbit."""
-    latency: float | None = None
+    latency: float | None = option(None, at_least=0, at_most=MAX_LATENCY_S, hint="(seconds)")
     """Start-up of one message, seconds, for collectives without a fit; null: 5e-05."""
-    algorithm: str = "ring"
+    algorithm: str = option("ring", choices=ALGORITHMS)
     """All-reduce and all-gather algorithm between machines, for collectives without a fit:
     ring or tree."""
-    gpus_per_node: int = 1
+    gpus_per_node: int = option(1, at_least=1, at_most=MAX_GPUS_PER_NODE)
     """Workers per machine, talking at `intra_bandwidth` inside it."""
-    intra_bandwidth: str | None = None
+    intra_bandwidth: str | None = option(
+        None, problem=lambda rate: rate_problem(rate, "intra_bandwidth")
+    )
     """The link between the GPUs of one machine (needed with gpus_per_node above 1)."""
     compute: ComputeSpec = field(default_factory=ComputeSpec)
     """The machines' compute; none given: the profile taken here (times `--compute-scale`)."""
@@ -122,8 +148,15 @@ class ClusterSpec:
 
 def load(path: Path | None, settings: list[str]) -> ClusterSpec:
     """The cluster ``path`` describes (none: every key at its default) with ``settings``
-    (``key=value``, as the command's options give them) over it; ValueError, in one line
-    naming the file and key, when either does not fit the schema."""
+    (``key=value``, as the command's options give them) over it, every number in its range;
+    ValueError, in one line naming the file and key, when either does not fit the schema."""
+    try:
+        return _loaded(path, settings)
+    except ValueError as exc:  # whatever the file holds, the message stays one line
+        raise ValueError(_one_line(str(exc))) from None
+
+
+def _loaded(path: Path | None, settings: list[str]) -> ClusterSpec:
     where = "cluster options" if path is None else str(path)
     spec = OmegaConf.structured(ClusterSpec)
     if path is not None:
@@ -137,7 +170,49 @@ def load(path: Path | None, settings: list[str]) -> ClusterSpec:
     except OmegaConfBaseException as exc:
         raise ValueError(f"{where}: {_first_line(str(exc))}") from None
     assert isinstance(typed, ClusterSpec)
+    for problem in [*spec_problems(typed), *_fit_problems(typed.collectives)]:
+        raise ValueError(f"{where}: {problem}")
     return typed
+
+
+def field_check(cls: type, name: str) -> Check:
+    """The check ``cls``'s field ``name`` declares: what a command-line option that sets the
+    same thing checks too."""
+    check = next(f for f in fields(cls) if f.name == name).metadata["check"]
+    assert isinstance(check, Check)
+    return check
+
+
+def spec_problems(spec: Any, prefix: str = "") -> list[str]:
+    """Every check that a field of ``spec`` (a dataclass of this module), or of the specs it
+    holds, declares and fails, each naming the field's full key (``collectives.all_gather[0]
+    .alpha``)."""
+    problems: list[str] = []
+    for each in fields(spec):
+        key, value = f"{prefix}{each.name}", getattr(spec, each.name)
+        check = each.metadata.get("check")
+        if check is not None:
+            problem = check.failure(key, value)
+            problems += [problem] if problem is not None else []
+        elif is_dataclass(value):
+            problems += spec_problems(value, f"{key}.")
+        elif isinstance(value, list):
+            for i, entry in enumerate(value):
+                problems += spec_problems(entry, f"{key}[{i}].")
+        elif isinstance(value, dict):
+            for name, entry in value.items():
+                problems += spec_problems(entry, f"{key}.{name}.")
+    return problems
+
+
+def _fit_problems(collectives: CollectivesSpec) -> list[str]:
+    problems = []
+    for name, entries in vars(collectives).items():
+        twice = [n for n, times in Counter(e.workers for e in entries).items() if times > 1]
+        if twice:
+            at = "every count" if twice[0] is None else f"{twice[0]} workers"
+            problems.append(f"collectives.{name}: two fits for the same worker count ({at})")
+    return problems
 
 
 def _merged(spec: DictConfig, given: DictConfig, where: str) -> DictConfig:
@@ -177,22 +252,134 @@ def _first_mismatch(spec: DictConfig, given: DictConfig, prefix: str = "") -> st
     return ""
 
 
-def _read(path: Path) -> DictConfig:
+def path_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a cluster description before it is read (missing, a directory,
+    too large), or None."""
+    if path.is_dir():
+        return f"{path} is a directory; give a YAML cluster description file"
+    if not path.exists():
+        return f"{path}: no such file; give a YAML cluster description"
     if not path.is_file():
-        raise ValueError(f"{path}: no such file; give a YAML cluster description")
+        return f"{path} is not a regular file; give a YAML cluster description file"
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        return (
+            f"{path} is {size:,} bytes, more than a cluster description's {MAX_FILE_BYTES:,}; "
+            "give a YAML cluster description file"
+        )
+    return None
+
+
+def _read(path: Path) -> DictConfig:
+    """The mapping ``path`` holds, read only once it is known to be small, UTF-8 YAML of one
+    mapping without aliases (``_shape``)."""
+    problem = path_problem(path)
+    if problem is not None:
+        raise ValueError(problem)
     try:
-        node = OmegaConf.load(path)
-    except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as exc:
+        with path.open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)  # one that grew since it was sized: refused
+    except OSError as exc:
+        message = f"{path}: cannot read it ({exc.strerror}); give a readable cluster description"
+        raise ValueError(message) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"{path}: more than {MAX_FILE_BYTES:,} bytes; not a cluster description")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path}: byte {exc.start} (0x{data[exc.start]:02x}) is not UTF-8 text; "
+            "a cluster description is a YAML text file"
+        ) from None
+    try:
+        _shape(text, path)  # before anything is built from it
+        node = OmegaConf.load(io.StringIO(text))
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: {_yaml_problem(exc)}; fix the YAML") from None
+    except _Refused:
+        raise
+    except (OSError, ValueError, OmegaConfBaseException) as exc:  # OSError: not a mapping
         message = f"{path}: not a YAML cluster description: {_first_line(str(exc))}"
         raise ValueError(message) from None
-    if not isinstance(node, DictConfig):
-        raise ValueError(f"{path}: a cluster description is a mapping of keys, not a list")
+    assert isinstance(node, DictConfig)  # _shape saw one mapping
+    if not node:
+        raise ValueError(
+            f"{path} is empty; write the cluster's keys in it (workers, bandwidth, compute, ...: "
+            "the configuration reference lists them)"
+        )
     return node
+
+
+_EMPTY = ("", "~", "null", "Null", "NULL")  # a plain scalar YAML reads as null
+_NULL_TAGS = (None, "tag:yaml.org,2002:null")  # (another tag makes "" a string, or bytes)
+
+
+class _Refused(ValueError):
+    """What ``_shape`` refuses, said whole (not as a YAML reader's error)."""
+
+
+def _shape(text: str, path: Path) -> None:
+    """Refuse, from the parser's events alone (nothing is built yet), what no cluster
+    description holds and what could make a small file large or deep: an alias, which the
+    composer would expand (a "billion laughs" file), nesting deeper than ``MAX_DEPTH``,
+    and a document that is a list or a single value."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            line = event.start_mark.line + 1
+            raise _Refused(
+                f"{path}: line {line}: YAML aliases (*{event.anchor}) are not supported in a "
+                "cluster description; write the values out"
+            )
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _Refused(
+                    f"{path}: line {event.start_mark.line + 1}: nested more than {MAX_DEPTH} "
+                    "levels deep; a cluster description's keys nest three"
+                )
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        if depth == 1 and isinstance(event, yaml.SequenceStartEvent):
+            raise _Refused(f"{path}: a cluster description is a mapping of keys, not a list")
+        if depth == 0 and isinstance(event, yaml.ScalarEvent):
+            if event.style is None and event.tag in _NULL_TAGS and event.value in _EMPTY:
+                continue  # an empty document: said once read
+            raise _Refused(
+                f"{path}: a cluster description is a mapping of keys, not a single value"
+            )
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's whole problem in one line: where, what, and while doing what (its message
+    puts each on a line of its own, and a caret under the text)."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        return f"character #x{exc.character:04x} at position {exc.position} is not allowed in YAML"
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return _first_line(str(exc))
+    mark = exc.problem_mark or exc.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    what = exc.problem or exc.context or "not YAML"
+    if exc.problem and exc.context:
+        started = exc.context_mark
+        since = f" started at {_at(started)}" if started is not None and started != mark else ""
+        what += f" ({exc.context}{since})"
+    return where + what
+
+
+def _at(mark: yaml.Mark) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}"
 
 
 def _first_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[0] if lines else "invalid cluster description"
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every character a terminal would break a line at (or not show) written
+    as its escape: a key or value from the file may hold any."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclass(frozen=True)
@@ -211,8 +398,6 @@ class Described:
         intra = job_cluster.intra_bandwidth_bps
         if s.intra_bandwidth is not None:
             intra = bits_per_s(s.intra_bandwidth, name="intra_bandwidth")
-        if s.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm {s.algorithm!r}: use {' or '.join(ALGORITHMS)}")
         return replace(
             job_cluster,
             workers=job_cluster.workers if s.workers is None else s.workers,
@@ -227,21 +412,12 @@ class Described:
         )
 
     def fitted(self) -> dict[str, tuple[AlphaBeta, ...]]:
-        fits: dict[str, tuple[AlphaBeta, ...]] = {}
-        for name, entries in vars(self.spec.collectives).items():
-            counts = [entry.workers for entry in entries]
-            if len(set(counts)) != len(counts):
-                raise ValueError(f"collectives.{name}: two fits for the same worker count")
-            for entry in entries:
-                costs_ok = all(math.isfinite(v) and v >= 0 for v in (entry.alpha, entry.beta))
-                if not costs_ok or (entry.workers is not None and entry.workers < 1):
-                    raise ValueError(
-                        f"collectives.{name}: alpha and beta must be finite and >= 0, and "
-                        "workers >= 1"
-                    )
-            if entries:
-                fits[name] = tuple(AlphaBeta(e.alpha, e.beta, e.workers) for e in entries)
-        return fits
+        """The measured collectives (their numbers were checked as they were read)."""
+        return {
+            name: tuple(AlphaBeta(e.alpha, e.beta, e.workers) for e in entries)
+            for name, entries in vars(self.spec.collectives).items()
+            if entries
+        }
 
     def compute(self) -> Compute | None:
         """The machines' compute, when the description gives it."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from gradsync.metrics.summary import METRICS_FILE
 from gradsync.report.naming import Naming
 from gradsync.report.plots import PLOTS, Drawing
-from gradsync.report.runs import Run
+from gradsync.report.runs import Run, shown_numbers
 from gradsync.report.table import EVAL_METRICS, Table, to_csv, to_markdown
 
 REPORT_FILE = "report.md"
@@ -48,12 +48,10 @@ def data_warnings(runs: Sequence[Run], naming: Naming) -> list[str]:
     warnings = []
     for run in runs:
         if run.bad_lines:
-            lines = ", ".join(map(str, run.bad_lines[:5])) + (
-                " …" if len(run.bad_lines) > 5 else ""
-            )
             warnings.append(
                 f"{run.path / METRICS_FILE}: skipped {len(run.bad_lines)} line(s) that are not "
-                f"JSON objects (line {lines}); the rest of the run is reported"
+                f"metric records, damaged or cut short (line {shown_numbers(run.bad_lines)}); "
+                "the rest of the run is reported"
             )
     for label, run in zip(naming.labels, runs, strict=True):
         if not run.finished:

@@ -250,7 +250,13 @@ def scaling(drawing: Drawing) -> Figure | None:
     lines: dict[str, dict[int, list[float]]] = {}
     for run in [run for run in drawing.runs if run.finished]:
         workers, rate = run.setting(WORKERS), steady_mean(run.values("perf/samples_per_s"))
-        if isinstance(workers, int) and rate is not None:
+        # A count from a hand-edited or damaged config (0, true) would break the log axis.
+        if (
+            isinstance(workers, int)
+            and not isinstance(workers, bool)
+            and workers > 0
+            and rate is not None
+        ):
             lines.setdefault(method_of(run, keys), {}).setdefault(workers, []).append(rate)
     counts = {w for points in lines.values() for w in points}
     if len(counts) < 2:

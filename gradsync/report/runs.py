@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gradsync.metrics.summary import (
@@ -29,6 +29,7 @@ from gradsync.metrics.sweep_summary import job_order
 
 INCOMPLETE = "incomplete"  # no summary.json yet: still running, or killed before writing one
 NOT_STARTED = "not started"  # listed in a sweep's jobs.txt, no directory yet
+DAMAGED = "damaged"  # summary.json is not one gradsync wrote: the run is left out, with a warning
 _NOT_RUNS = {"wandb", "checkpoints", "report"}  # inside a run, or written by this command
 
 
@@ -46,6 +47,8 @@ class Run:
     config: DictConfig | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    """One line per damaged file of the run that was read without (it is named in the line)."""
 
     @property
     def finished(self) -> bool:
@@ -140,63 +143,154 @@ def _run_dirs(root: Path) -> Iterator[Path]:
             yield from _run_dirs(child)
 
 
-def _not_started(root: Path) -> list[Run]:
-    """Jobs a ``gradsync sweep --list`` array lists (``jobs.txt``) with no directory yet."""
+def _not_started(root: Path, problems: list[str]) -> list[Run]:
+    """Jobs a ``gradsync sweep --list`` array lists (``jobs.txt``) with no directory yet; a
+    damaged file, or a line of it that is not shell words, is noted in ``problems``."""
     listed = root / JOBS_FILE
     if not listed.is_file():
         return []
-    lines = listed.read_text(encoding="utf-8").splitlines()
-    return [
-        Run(
-            path=root / str(n),
-            status=NOT_STARTED,
-            error="listed in jobs.txt, not started yet",
-            overrides=shlex.split(line),
-        )
-        for n, line in enumerate(lines)
-        if not (root / str(n)).exists()
-    ]
-
-
-def _load_yaml(path: Path) -> Any:
     try:
-        return OmegaConf.load(path) if path.is_file() else None
-    except (OmegaConfBaseException, OSError, ValueError):
+        lines = listed.read_bytes().decode("utf-8").splitlines()
+    except (OSError, ValueError) as exc:
+        problems.append(f"{listed} is damaged ({_one_line(exc)}); jobs not started are not listed")
+        return []
+    runs, bad = [], []
+    for n, line in enumerate(lines):
+        try:
+            overrides = shlex.split(line)
+        except ValueError:  # an unclosed quote
+            bad.append(n + 1)
+            continue
+        if not (root / str(n)).exists():
+            runs.append(
+                Run(
+                    path=root / str(n),
+                    status=NOT_STARTED,
+                    error="listed in jobs.txt, not started yet",
+                    overrides=overrides,
+                )
+            )
+    if bad:
+        problems.append(f"{listed}: skipped line(s) {shown_numbers(bad)}, not shell words")
+    return runs
+
+
+def shown_numbers(numbers: list[int]) -> str:
+    """The first few of ``numbers``, for a warning."""
+    return ", ".join(map(str, numbers[:5])) + (" …" if len(numbers) > 5 else "")
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's whole message (PyYAML's spans lines, with the line and column) on one."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _load_yaml(path: Path, problems: list[str]) -> DictConfig | ListConfig | None:
+    """The file's content, None where there is none; a damaged file is noted and None."""
+    if not path.is_file():
+        return None
+    try:
+        return OmegaConf.load(path)
+    # Not a closed set: PyYAML's constructors raise what their conversions do (ValueError for
+    # "!!float x", AttributeError for "!!timestamp x", RecursionError for an alias that holds
+    # itself), OmegaConf its own errors and OSError. Any of them means the file is damaged.
+    except Exception as exc:
+        problems.append(f"{path} is damaged ({_one_line(exc)}); the run is read without it")
         return None
 
 
+def _mapping(path: Path, problems: list[str]) -> DictConfig | None:
+    """A YAML file Hydra writes as a mapping (config.yaml, hydra.yaml)."""
+    content = _load_yaml(path, problems)
+    if content is None or isinstance(content, DictConfig):
+        return content
+    problems.append(f"{path} is damaged (a list, not a mapping); the run is read without it")
+    return None
+
+
+def _overrides(path: Path, problems: list[str]) -> list[str] | None:
+    """``.hydra/overrides.yaml``: a list of strings."""
+    content = _load_yaml(path, problems)
+    if content is None:
+        return None
+    overrides = OmegaConf.to_container(content, resolve=False)
+    if isinstance(overrides, list) and all(isinstance(o, str) for o in overrides):
+        return [str(o) for o in overrides]
+    problems.append(f"{path} is damaged (not a list of overrides); the run is read without it")
+    return None
+
+
+def _choices(path: Path, problems: list[str]) -> dict[str, str]:
+    """The option Hydra chose in each config group, from ``.hydra/hydra.yaml``."""
+    hydra = _mapping(path, problems)
+    try:
+        choices = OmegaConf.select(hydra, "hydra.runtime.choices") if hydra is not None else None
+    except OmegaConfBaseException:  # a damaged file whose keys are not what Hydra writes
+        choices = None
+    if not isinstance(choices, DictConfig):
+        return {}
+    values = OmegaConf.to_container(choices, resolve=False)
+    assert isinstance(values, dict)  # a DictConfig's container
+    return {str(k): str(v) for k, v in values.items() if v is not None}
+
+
+def _metrics(path: Path, problems: list[str]) -> tuple[list[dict[str, Any]], list[int]]:
+    try:
+        records, bad_lines = read_metrics_file(path)
+    except OSError as exc:
+        problems.append(f"{path} cannot be read ({_one_line(exc)}); the run has no metrics")
+        return [], []
+    if path.is_file() and not records and not bad_lines:
+        problems.append(f"{path} is empty; the run has no metrics")
+    return records, bad_lines
+
+
 def load_run(path: Path) -> Run:
-    records, bad_lines = read_metrics_file(path / METRICS_FILE)
+    """The run in ``path``; status DAMAGED (and nothing else read) if its summary.json is."""
     try:
         summary = read_summary(path)
     except DamagedSummary as exc:
-        raise ReportError(str(exc)) from None
-    hydra = _load_yaml(path / ".hydra" / "hydra.yaml")
-    overrides = _load_yaml(path / ".hydra" / "overrides.yaml")
-    choices = OmegaConf.select(hydra, "hydra.runtime.choices") if hydra is not None else None
-    config = _load_yaml(path / "config.yaml") or _load_yaml(path / ".hydra" / "config.yaml")
+        return Run(path=path, status=DAMAGED, error=str(exc))
+    problems: list[str] = []
+    records, bad_lines = _metrics(path / METRICS_FILE, problems)
+    overrides = _overrides(path / ".hydra" / "overrides.yaml", problems)
+    choices = _choices(path / ".hydra" / "hydra.yaml", problems)
+    config = _mapping(path / "config.yaml", problems) or _mapping(
+        path / ".hydra" / "config.yaml", problems
+    )
     if summary is not None:
-        status, error = summary.get("status", "unknown"), summary.get("error") or ""
+        status, error = summary["status"], summary.get("error") or ""
     else:
         status, error = INCOMPLETE, "no summary.json: still running, or stopped before the end"
+    if overrides is None:
+        overrides = list(summary.get("overrides", [])) if summary else []
     return Run(
         path=path,
         status=status,
         error=error,
-        overrides=[str(o) for o in overrides]
-        if overrides is not None
-        else (list(summary.get("overrides", [])) if summary else []),
-        choices={str(k): str(v) for k, v in (choices or {}).items() if v is not None},
-        config=config if isinstance(config, DictConfig) else None,
+        overrides=overrides,
+        choices=choices,
+        config=config,
         records=continuous(records),
         bad_lines=bad_lines,
+        problems=problems,
     )
 
 
-def find_runs(paths: list[Path]) -> list[Run]:
+@dataclass(frozen=True)
+class Found:
+    runs: list[Run]
+    """Every run that can be reported, in ``find_runs``' order."""
+    warnings: list[str]
+    """One line per damaged file: runs left out for their summary.json, files read without."""
+
+
+def collect_runs(paths: list[Path]) -> Found:
     """Every run under ``paths`` (each a run directory or any directory above some), in the
-    order given, sweep jobs in number order. ReportError if a path is missing or holds none."""
+    order given, sweep jobs in number order; a run whose summary.json is damaged is left out
+    with a warning. ReportError if a path is missing or holds none, or no run is left."""
     runs: dict[str, Run] = {}
+    warnings: list[str] = []
     for path in paths:
         if not path.is_dir():
             raise ReportError(f"{path} is not a directory; give run or sweep directories")
@@ -204,14 +298,32 @@ def find_runs(paths: list[Path]) -> list[Run]:
         found = [load_run(d) for d in dirs]
         # Sweeps inside what was asked for: one run of a sweep does not bring its siblings.
         for sweep in sorted({d.parent for d in dirs if d != path} | {path}):
-            found += _not_started(sweep)
+            found += _not_started(sweep, warnings)
         if not found:
             raise ReportError(
                 f"no runs under {path}: a run directory holds metrics.jsonl or summary.json"
             )
         for run in sorted(found, key=lambda run: _path_order(run.path)):
             runs.setdefault(os.path.realpath(run.path), run)
-    return list(runs.values())
+    return _usable(list(runs.values()), warnings)
+
+
+def _usable(runs: list[Run], warnings: list[str]) -> Found:
+    """The runs but those with a damaged summary.json, each of which is one warning; with the
+    problems of the others' files. ReportError if none is left."""
+    skipped = [run for run in runs if run.status == DAMAGED]
+    usable = [run for run in runs if run.status != DAMAGED]
+    if not usable:
+        more = f" ({len(skipped) - 1} more run(s) left out as well)" if len(skipped) > 1 else ""
+        raise ReportError(f"no run to report: {skipped[0].error}{more}")
+    for run in runs:
+        warnings += [f"{run.error}; the run is left out"] if run.status == DAMAGED else run.problems
+    return Found(usable, warnings)
+
+
+def find_runs(paths: list[Path]) -> list[Run]:
+    """The runs ``collect_runs`` finds, without its warnings."""
+    return collect_runs(paths).runs
 
 
 def _path_order(path: Path) -> tuple[tuple[bool, int, str], ...]:

@@ -14,6 +14,8 @@ PREDICTION = "predict"
 CORRECTIONS = (NONE, MOMENTUM, DELAY_COMPENSATION, LEARNING_RATE, PREDICTION)
 DC_LAMBDA = 0.04
 """DC-ASGD's constant λ (Zheng et al. 2017, DC-ASGD-c on CIFAR-10)."""
+MAX_DC_LAMBDA = 1_000.0
+"""DC-ASGD's λ are 0.04 (constant) and 2 (adaptive): a thousand is a mistake."""
 
 
 @dataclass
@@ -25,5 +27,5 @@ class StalenessCorrectionOptions(SchedulerOptions):
     learning rate divided by τ + 1 (staleness-aware SGD, Zhang et al. 2016); predict: compute
     each gradient at the weights predicted τ updates ahead along the last update (SpecTrain's
     weight prediction, Chen et al. 2018)."""
-    dc_lambda: float = option(DC_LAMBDA, at_least=0)
+    dc_lambda: float = option(DC_LAMBDA, at_least=0, limit=MAX_DC_LAMBDA)
     """λ of staleness_correction=dc."""

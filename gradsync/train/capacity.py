@@ -15,12 +15,13 @@ A GPU's memory is checked the same way where workers share it (``gpu_memory_prob
 one GPU holds, against the GPU's memory.
 
 Sizing the model means importing torch and the model's code (5-8 s on a small, busy host), so
-on the host it is done only for jobs with more processes than cores, where memory per process
-decides whether the host holds them (below that only the base is counted, which needs nothing
-imported), and each size is kept in a small cache (``model_sizes.json`` in the user's cache
-directory), so the jobs of a sweep, and later runs of the same model, batch and versions, do
-not pay for it again. (A model edited in place under the same version keeps its old size
-until that file is removed.)
+each size is kept in a small cache (``model_sizes.json`` in the user's cache directory): the
+jobs of a sweep, and later runs of the same model, dataset, batch and versions, do not pay for
+it again, and a dataset whose shapes only its files tell is remembered as such. Composing a
+job tries its model on that batch (``shape_check.py``) and fills the cache; the memory check
+reads it only for jobs with more processes than cores, where memory per process decides
+whether the host holds them (below that only the base is counted). (A model edited in place
+under the same version keeps its old size until that file is removed.)
 """
 
 from __future__ import annotations
@@ -28,13 +29,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
 from gradsync.config.instantiate import build
 from gradsync.metrics.summary import package_versions
+
+if TYPE_CHECKING:
+    from gradsync.data.spec import DataSpec
 
 THREADS_PER_CORE = 8
 """Compute threads per core a job may start (eight workers on two cores, as the reproductions
@@ -151,30 +158,63 @@ def gpu_worker_bytes(cfg: DictConfig) -> int:
 def model_size(cfg: DictConfig) -> ModelSize | None:
     """The model's size (``measure_model``), from the cache when it was sized before; None when
     its shapes are not known before the dataset is read."""
-    key = _size_key(cfg)
+    found, size = _cached(cfg)
+    if found:
+        return size
+    try:
+        size = measure_model(cfg)
+    except Exception:  # a model that fails on its shapes: composing it said why
+        return None
+    remember_size(cfg, size)
+    return size
+
+
+_SEEN: dict[Path, dict[str, ModelSize | None]] = {}
+"""Each cache file's entries as this process last read or wrote them: the jobs of a sweep and
+the alternatives ``gradsync simulate`` composes look a size up without reading the file again.
+None: the dataset's shapes are known only once it is read, so the model was not sized."""
+
+
+def sized_before(cfg: DictConfig) -> bool:
+    """Whether this process or an earlier one sized the job's model at its batch (or found
+    that only its data can tell), with these settings and versions."""
+    return _cached(cfg)[0]
+
+
+def remember_size(cfg: DictConfig, size: ModelSize | None) -> None:
+    """Keep ``size`` (None: not known before the data is read) as the job's model's size at its
+    batch, for this process and later ones."""
     cache = _cache_file()
-    known = _read_cache(cache)
-    if key not in known:
-        try:
-            size = measure_model(cfg)
-        except Exception:  # a model that fails on its shapes: its worker will say why
-            return None
-        if size is None:
-            return None
-        known[key] = size
-        _write_cache(cache, known)
-    return known[key]
+    known = {**_read_cache(cache), **_SEEN.get(cache, {}), size_key(cfg): size}
+    _SEEN[cache] = known
+    _write_cache(cache, known)
 
 
-def _size_key(cfg: DictConfig) -> str:
+def _cached(cfg: DictConfig) -> tuple[bool, ModelSize | None]:
+    """(whether the job's model was sized before, its size)."""
+    cache, key = _cache_file(), size_key(cfg)
+    if key not in _SEEN.get(cache, {}):
+        # Another process may have sized it since (one that cannot write keeps its own).
+        _SEEN[cache] = {**_read_cache(cache), **_SEEN.get(cache, {})}
+    known = _SEEN[cache]
+    return key in known, known.get(key)
+
+
+def size_key(cfg: DictConfig) -> str:
     """What a model's size depends on: the model and dataset settings, the batch, the versions."""
     parts = [
         OmegaConf.to_yaml(cfg.model, resolve=True),
         OmegaConf.to_yaml(cfg.dataset, resolve=True),
         str(cfg.trainer.batch_size),
-        json.dumps(package_versions(), sort_keys=True),
+        _versions(),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+@cache
+def _versions() -> str:
+    # Read once: a process's packages do not change, and a sweep keys every job.
+    return json.dumps(package_versions(), sort_keys=True)
 
 
 def _cache_file() -> Path:
@@ -182,7 +222,7 @@ def _cache_file() -> Path:
     return Path(root) / "gradsync" / "model_sizes.json"
 
 
-def _read_cache(path: Path) -> dict[str, ModelSize]:
+def _read_cache(path: Path) -> dict[str, ModelSize | None]:
     try:
         known = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -190,35 +230,46 @@ def _read_cache(path: Path) -> dict[str, ModelSize]:
     if not isinstance(known, dict):
         return {}
     return {
-        key: ModelSize(*value)
+        key: None if value is None else ModelSize(*value)
         for key, value in known.items()
-        if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value)
+        if value is None
+        or (isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value))
     }
 
 
-def _write_cache(path: Path, known: dict[str, ModelSize]) -> None:
+def _write_cache(path: Path, known: dict[str, ModelSize | None]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}")
-        entries = {key: [s.parameter_bytes, s.activation_bytes] for key, s in known.items()}
+        entries = {
+            key: None if s is None else [s.parameter_bytes, s.activation_bytes]
+            for key, s in known.items()
+        }
         partial.write_text(json.dumps(entries), encoding="utf-8")
         os.replace(partial, path)  # a concurrent writer's entries may be lost: sized again
     except OSError:
         pass  # a read-only home: size it again next time
 
 
+def known_spec(cfg: DictConfig) -> DataSpec | None:
+    """The shapes of the job's dataset, when they are known before it is read (None: only its
+    files say, as a corpus's vocabulary)."""
+    dataset = build(cfg.dataset, path="dataset")
+    return dataset.known_spec() if hasattr(dataset, "known_spec") else None
+
+
 def measure_model(cfg: DictConfig) -> ModelSize | None:
     """The model's parameter bytes and one batch's saved activations, when the dataset's shapes
-    are known before it is read (None otherwise)."""
-    # Deferred for start-up: the command line imports this module, and only a job with more
-    # processes than cores (or sharing a GPU) pays for torch and the model's code.
+    are known before it is read (None otherwise). What the model raises on that batch, it
+    raises here."""
+    # Deferred for start-up: the command line imports this module, and only a job whose size
+    # is not cached yet pays for torch and the model's code.
     import torch
 
     from gradsync.tasks import build_task
     from gradsync.train.build import build_model
 
-    dataset = build(cfg.dataset, path="dataset")
-    spec = dataset.known_spec() if hasattr(dataset, "known_spec") else None
+    spec = known_spec(cfg)
     if spec is None:
         return None
     saved: list[int] = []
@@ -227,7 +278,11 @@ def measure_model(cfg: DictConfig) -> ModelSize | None:
         saved.append(tensor.numel() * tensor.element_size())
         return tensor
 
-    with torch.device("meta"):  # shapes only: nothing is allocated or computed
+    # Shapes only: nothing is allocated or computed. What torch warns of here (a layer of zero
+    # elements, built for too small an image) is no news to the user: the failure it leads to
+    # is said in one line by the check that tried the model (``shape_check.py``).
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         model = build_model(cfg, spec)
         task = build_task(spec)
         with torch.autograd.graph.saved_tensors_hooks(keep_size, lambda tensor: tensor):

@@ -1,6 +1,6 @@
 """Deliberate failures for testing how a job dies, ``GRADSYNC_FAULT=rank:step[:hang|:inf]``,
 a deliberate straggler, ``GRADSYNC_SLOW=rank:seconds`` (that rank takes that much longer every
-step), and the one-line form of a collective timeout.
+step), and the one-line forms of a collective timeout and of a peer lost in a collective.
 
 Rank ``rank`` raises at optimizer step ``step`` (with ``:hang``, it stops responding instead,
 like a worker stuck outside a collective its peers are waiting in; with ``:inf``, its gradients
@@ -12,8 +12,14 @@ crashed worker looks like); unset, it does nothing.
 from __future__ import annotations
 
 import os
+import re
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
+
+import torch.distributed as dist
+
+from gradsync.launch import PeerLost
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -37,6 +43,47 @@ def as_comm_timeout(exc: BaseException, timeout_s: int) -> CommTimeout | None:
             "collective: a worker hung or died"
         )
     return None
+
+
+# What a backend says when the other end of a connection went away. gloo: "Connection closed by
+# peer", "Read error [addr]: Connection reset by peer", "Write error [addr]: Broken pipe" (each
+# after "[...gloo/transport/tcp/pair.cc:N]"); NCCL: ncclRemoteError's "remote process exited or
+# there was a network error", "NCCL communicator was aborted" (its watchdog saw a peer's error).
+_LOST_CONNECTION = re.compile(
+    r"connection (?:closed|reset) by peer|broken pipe|gloo\S*\].*(?:read|write) error"
+    r"|remote process exited|ncclremoteerror|remote error detected|communicator was aborted"
+)
+
+
+def as_peer_lost(exc: BaseException) -> PeerLost | None:
+    """The one-line error for a rank whose peer went away, or None. Looks at ``exc`` and what
+    it was raised from (``raise ... from``): torch's own type first (``DistNetworkError``: the
+    job's store, which rank 0 hosts, is gone), then what gloo and NCCL say in a collective.
+    A CommTimeout is said in its own line already."""
+    if isinstance(exc, CommTimeout):
+        return None
+    for error in raised_from(exc):
+        if isinstance(error, dist.DistNetworkError):
+            lost = "the job's store"
+        elif isinstance(error, RuntimeError) and _LOST_CONNECTION.search(str(error).lower()):
+            lost = "a peer in a collective"
+        else:
+            continue
+        return PeerLost(
+            f"lost its connection to {lost}: another rank died or was stopped, or the network "
+            "failed"
+        )
+    return None
+
+
+def raised_from(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then each exception it was explicitly raised from."""
+    seen: list[BaseException] = []
+    error: BaseException | None = exc
+    while error is not None and not any(error is s for s in seen):
+        seen.append(error)
+        yield error
+        error = error.__cause__
 
 
 class FaultPlan:

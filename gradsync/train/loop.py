@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -58,6 +59,7 @@ class Trainer:
         fault: FaultPlan,
         show_progress: bool,
         host_syncs: HostSyncCheck | None = None,
+        identity: Mapping[str, Any] | None = None,
     ) -> None:
         self.model = model
         self.task = task
@@ -78,6 +80,8 @@ class Trainer:
         self.show_progress = show_progress
         self.host_syncs = host_syncs or HostSyncCheck(declared={}, device=device, from_step=None)
         """``trainer.check_host_syncs_from``: the steps it checks run under it."""
+        self.identity = identity
+        """The job's (``job_identity``), saved with each checkpoint."""
         self.position = checkpoint.Position(epoch=0, batch_in_epoch=0, step=0)
         self.window = MetricsWindow()
         self._started = time.perf_counter()
@@ -266,6 +270,7 @@ class Trainer:
             },
             local={"sync": self.sync.state_dict(), **checkpoint.rng_state(self.device)},
             barrier=self.collective.barrier,
+            identity=self.identity,
         )
 
     def restore(self, path: Path) -> None:

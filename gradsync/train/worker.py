@@ -12,7 +12,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import socket
 import sys
 import time
@@ -46,13 +45,16 @@ from gradsync.data.once import load_in_turn
 from gradsync.data.sharding import ShardedBatchSampler
 from gradsync.data.spec import DataSplits
 from gradsync.families import job_backends
+from gradsync.launch import PeerLost
 from gradsync.metrics.loggers import NullLogger
 from gradsync.schedulers.ps.groups import make_groups
+from gradsync.stop_signals import Stopped, raise_on_signals
 from gradsync.tasks import build_task
 from gradsync.train import build as builders
 from gradsync.train.capacity import gpu_sharing_problem
-from gradsync.train.checkpoint import resolve_checkpoint
-from gradsync.train.faults import FaultPlan, as_comm_timeout
+from gradsync.train.checkpoint import resume_from
+from gradsync.train.faults import FaultPlan, as_comm_timeout, as_peer_lost, raised_from
+from gradsync.train.job_identity import job_identity
 from gradsync.train.loop import Schedule, Trainer
 from gradsync.train.servers import serve, server_threads
 from gradsync.train.sync_check import HostSyncCheck, declared_host_syncs
@@ -268,6 +270,7 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         global_batch=t.batch_size * t.workers,
         fault=FaultPlan(rank=env.rank),
         show_progress=progress_bar,
+        identity=job_identity(cfg),
         host_syncs=HostSyncCheck(
             declared=declared_host_syncs(cfg),
             device=device,
@@ -277,7 +280,7 @@ def run_worker(cfg: DictConfig, env: DistEnv, run_dir: Path) -> None:
         ),
     )
     if t.resume is not None:
-        trainer.restore(resolve_checkpoint(t.resume))
+        resume_from(t.resume, trainer.restore)
     try:
         try:
             trainer.fit()
@@ -358,33 +361,52 @@ def _announce_link(logger: MetricsLogger, env: DistEnv, device: torch.device) ->
     return measured
 
 
-class Terminated(BaseException):
-    """SIGTERM arrived (the launcher is stopping the job); unwinds so ``finally`` blocks run."""
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated
-
-
 def _report_failure(env_rank: int, exc: BaseException) -> None:
     """Say why this rank failed: on stderr, and in the launcher's error file when it set one.
     A setting the job cannot run with (``SettingError``) is its one line and nothing else: the
-    launcher shows it as the rank's failure; any other failure comes with its traceback."""
+    launcher shows it as the rank's failure. A lost peer (``PeerLost``) is one line on stderr:
+    another rank's end caused it, and the launcher names that rank. Any other failure comes
+    with its traceback."""
     setting = isinstance(exc, SettingError)
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    text = "" if setting else "".join(traceback.format_exception(exc))
+    kind = "" if setting else type(exc).__name__
+    one_line = setting or isinstance(exc, PeerLost)
+    text = "" if one_line else "".join(traceback.format_exception(exc))
     if not setting:
-        sys.stderr.write(text)
+        sys.stderr.write(text or f"{kind}: {message}\n")
     path = os.environ.get("GRADSYNC_ERROR_FILE")
     if path:
         record = {
             "rank": env_rank,
-            "type": "" if setting else type(exc).__name__,
+            "type": kind,
             "message": message,
             "traceback": text,
             "time": time.time(),
         }
         Path(path).write_text(json.dumps(record), encoding="utf-8")
+
+
+def _stopped_by(exc: BaseException) -> Stopped | None:
+    """The stop signal behind ``exc``: itself, or what a wrapper raised it from."""
+    return next((error for error in raised_from(exc) if isinstance(error, Stopped)), None)
+
+
+def _run(config: Path, run_dir: Path, rank: int) -> int:
+    """Run this rank: its exit code, 0, 1 (a failure, reported) or 128 + a stop signal."""
+    try:
+        env = DistEnv.from_environ()
+        cfg = OmegaConf.load(config)
+        assert isinstance(cfg, DictConfig)
+        run_worker(cfg, env, run_dir)
+        return 0
+    except BaseException as exc:
+        stop = _stopped_by(exc)
+        if stop is not None:
+            # The launcher's stop or anyone else's: not a failure, report nothing (a launcher
+            # that did not send it sees the exit code and stops the job).
+            return stop.exit_code
+        _report_failure(rank, as_peer_lost(exc) or exc)
+        return 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -394,21 +416,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout, force=True)
     rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "-1")))
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    raise_on_signals()  # SIGINT and SIGTERM alike, for the life of this process
     try:
-        env = DistEnv.from_environ()
-        cfg = OmegaConf.load(args.config)
-        assert isinstance(cfg, DictConfig)
-        run_worker(cfg, env, args.run_dir)
-        return 0
-    except Terminated:
-        return 128 + signal.SIGTERM  # stopped by the launcher: not the cause, report nothing
-    except BaseException as exc:
-        _report_failure(rank, exc)
-        return 1
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        try:
+            return _run(args.config, args.run_dir, rank)
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+    except Stopped as stop:  # while leaving: a peer that failed first, say, makes the launcher stop
+        return stop.exit_code
 
 
 def exit_now(code: int) -> None:

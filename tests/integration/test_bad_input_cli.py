@@ -19,7 +19,6 @@ import pytest
 import torch
 
 from gradsync.cluster.host_checks import missing_sbatch
-from tests.helpers.cli import run_cli
 
 MARKER = "GRADSYNC_BAD_INPUT_CASE"
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
@@ -90,6 +89,32 @@ CASES = [
     (["simulate", "--measurements", "{not_json}"], "--measurements"),
     (["simulate", "trainer.workers=512"], "pass --workers 512"),
     (["simulate", "--bogus"], "unknown option --bogus; see gradsync simulate --help"),
+    # run: resuming a checkpoint of another job (the good run's: model=cnn)
+    (
+        ["run", "trainer.resume={good}", "model=mlp"],
+        "was written with model=cnn, this job has model=mlp: resume with model=cnn, or start a "
+        "new run",
+    ),
+    # run, simulate: a model that cannot take its dataset's inputs (tried on the meta device)
+    (
+        ["run", "model=cnn", "dataset=synthetic", "dataset.image_shape=[3,1,1]"],
+        "model=cnn cannot take dataset=synthetic's inputs of shape [3, 1, 1] at "
+        "trainer.batch_size=32: Given input size: (32x1x1). Calculated output size: (32x0x0). "
+        "Output size is too small; change dataset.image_shape, or choose another model",
+    ),
+    (
+        [
+            "simulate",
+            "--compressors",
+            "none",
+            "--schedulers",
+            "allreduce",
+            "model=cnn",
+            "dataset=synthetic",
+            "dataset.image_shape=[3,1,1]",
+        ],
+        "model=cnn cannot take dataset=synthetic's inputs of shape [3, 1, 1]",
+    ),
 ]
 
 
@@ -120,14 +145,11 @@ def _processes_with(variable: str) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def inputs(gradsync_cmd, module_cli_env, tmp_path_factory) -> dict[str, Path]:
+def inputs(written_run, tmp_path_factory) -> dict[str, Path]:
     """The files the cases point at, in the formats gradsync reads."""
     root = tmp_path_factory.mktemp("inputs")
     good = root / "good"
-    result = run_cli(
-        gradsync_cmd, "run", "trainer.max_steps=2", f"hydra.run.dir={good}", env=module_cli_env
-    )
-    assert result.returncode == 0, result.stderr
+    shutil.copytree(written_run, good)
     damaged = root / "damaged"
     shutil.copytree(good, damaged)
     summary = (damaged / "summary.json").read_text()

@@ -6,7 +6,9 @@ import csv
 import os
 import re
 import signal
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -63,22 +65,69 @@ def test_a_setting_a_worker_meets_is_one_line_without_a_traceback(gradsync_cmd, 
 
 
 def test_killed_worker_stops_the_job_within_seconds(gradsync_cmd, cli_env, tmp_path):
+    """The killed rank is the cause; its peer, whose collective lost its partner, says so in
+    one line (no backend traceback) unless the launcher stopped it first."""
     run_dir = tmp_path / "run"
+    job, stderr = signal_a_worker(gradsync_cmd, cli_env, run_dir, rank=1, signum=signal.SIGKILL)
+    assert job.returncode == 1
+    assert stderr.strip().splitlines()[-1] == (
+        f"gradsync: error: rank 1 failed: killed by SIGKILL (run dir: {run_dir})"
+    )
+    assert_peers_said_one_line(stderr, peers=[0])
+    assert workers_of(run_dir) == {}
+    s = summary(run_dir)
+    assert s["status"] == "failed" and s["error"] == "rank 1 failed: killed by SIGKILL"
+
+
+def signal_a_worker(
+    gradsync_cmd, cli_env, run_dir: Path, *, rank: int, signum: int
+) -> tuple[subprocess.Popen, str]:
+    """A long two-worker job whose worker ``rank`` gets ``signum`` once both run: the job, ended
+    within seconds, and its stderr."""
     job = start_long_job(gradsync_cmd, cli_env, run_dir)
     try:
         workers = workers_of(run_dir)
         assert set(workers) == {0, 1}
-        os.kill(workers[1], signal.SIGKILL)
-        killed = time.monotonic()
+        os.kill(workers[rank], signum)
+        sent = time.monotonic()
         _, stderr = job.communicate(timeout=30)
-        assert time.monotonic() - killed < 10
+        assert time.monotonic() - sent < 10
     finally:
         if job.poll() is None:
             job.kill()
-    assert job.returncode == 1
-    assert "rank 1 failed: killed by SIGKILL" in stderr.strip().splitlines()[-1]
+    return job, stderr
+
+
+def assert_peers_said_one_line(stderr: str, *, peers: list[int]) -> None:
+    """No traceback and no backend's dump: at most one line from each peer, its lost peer."""
+    assert "Traceback" not in stderr and "GLHF" not in stderr, stderr
+    assert "by peer" not in stderr.lower() and "frame #" not in stderr, stderr
+    said = [line for line in stderr.splitlines() if "PeerLost" in line]
+    expected = [
+        f"[rank {rank}] PeerLost: lost its connection to a peer in a collective: another rank "
+        "died or was stopped, or the network failed"
+        for rank in peers
+    ]
+    assert set(said) <= set(expected) and len(said) == len(set(said)), stderr
+
+
+def test_a_worker_sigint_terminates_the_job(gradsync_cmd, cli_env, tmp_path):
+    """SIGINT sent to one worker (rank 0, which hosts the job's store), not to the command:
+    the job ends within seconds as a SIGTERM to the command ends it (``terminated``: stopped
+    from outside, not by the user at its terminal), naming the rank, with no traceback."""
+    run_dir = tmp_path / "run"
+    job, stderr = signal_a_worker(gradsync_cmd, cli_env, run_dir, rank=0, signum=signal.SIGINT)
+    assert job.returncode == 143
+    last = stderr.strip().splitlines()[-1]
+    assert last == f"gradsync: error: rank 0 terminated by SIGINT (run dir: {run_dir})"
+    assert_peers_said_one_line(stderr, peers=[1])
     assert workers_of(run_dir) == {}
-    assert summary(run_dir)["status"] == "failed"
+    s = summary(run_dir)
+    assert (s["status"], s["exit_code"], s["error"]) == (
+        "terminated",
+        143,
+        "rank 0 terminated by SIGINT",
+    )
 
 
 def test_a_hung_worker_fails_the_job_after_the_comm_timeout(gradsync_cmd, cli_env, tmp_path):

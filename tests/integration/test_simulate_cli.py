@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import struct
+import time
 
 import pytest
 import torch
@@ -91,7 +92,7 @@ def test_simulate_predicts_every_combination_projects_and_draws(gradsync_cmd, cl
         (["model=mlp", "--compressors", "zip"], "unknown compressor zip; valid: bf16"),
         (["model=mlp", "--workers", "4,x"], "not a list of worker counts"),
         (["model=mlp", "--algorithm", "butterfly"], "valid: ring, tree"),
-        (["model=mlp", "--compute-scale", "0"], "0 must be > 0"),
+        (["model=mlp", "--compute-scale", "0"], "compute scale must be in (0, 1000], got 0.0"),
         (["model=mlp", "--warmup-steps", "many"], "'many' is not a whole number"),
         (["model=mlp", "--measurements", "measured.txt"], "must end in .json"),
         (["model=mlp", "compressor.densty=0.1"], "no compressor of this comparison"),
@@ -126,6 +127,34 @@ def test_simulate_rejects_bad_input_with_one_line_and_exit_2(gradsync_cmd, cli_e
     assert result.stderr.startswith("gradsync: error: ")
     assert len(result.stderr.strip().splitlines()) == 1
     assert not result.stdout
+
+
+def test_simulate_refuses_numbers_files_and_yaml_that_cannot_work_at_once(
+    gradsync_cmd, cli_env, tmp_path
+):
+    """Each bad input is one line and exit 2, said before anything is measured (which takes
+    half a minute): at parse time, or on reading the cluster file."""
+    bomb = tmp_path / "bomb.yaml"  # a million nodes once its aliases are expanded
+    lines = [
+        f"{b}: &{b} [{', '.join([f'*{a}'] * 10)}]\n" for a, b in zip("abcde", "bcdef", strict=True)
+    ]
+    bomb.write_text("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(lines))
+    folder = tmp_path / "cluster.yaml"
+    folder.mkdir()
+    cases = {
+        "--latency nan": "argument --latency: latency must be",
+        f"--cluster {bomb}": f"{bomb}: line 2: YAML aliases (*a) are not supported",
+        f"--cluster {folder}": f"{folder} is a directory; give a YAML cluster description file",
+        "--bandwidths 0mbit": "--bandwidths: bandwidth '0mbit' must be above 0",
+    }
+    for option, message in cases.items():
+        started = time.monotonic()
+        result = run_cli(gradsync_cmd, "simulate", "model=mlp", *option.split(), env=cli_env)
+        took = time.monotonic() - started
+        assert result.returncode == 2, (option, result.stderr)
+        assert result.stderr.startswith("gradsync: error: ") and message in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not result.stdout
+        assert took < 15, (option, took)  # a start-up (about 1 s alone), not a measurement
 
 
 def test_simulate_sets_compressor_options_and_predicts_a_described_cluster(

@@ -192,6 +192,76 @@ CASES = [
         "scheduler.alpha and scheduler.beta must be >= 0",
     ),
     (["scheduler=bytescheduler", "scheduler.bucket_mb=1"], "unknown key 'scheduler.bucket_mb'"),
+    # a model that cannot take its dataset's inputs, tried on the meta device
+    (
+        ["model=cnn", "dataset=synthetic", "dataset.image_shape=[3,1,1]"],
+        "model=cnn cannot take dataset=synthetic's inputs of shape [3, 1, 1] at "
+        "trainer.batch_size=32: Given input size: (32x1x1). Calculated output size: (32x0x0). "
+        "Output size is too small; change dataset.image_shape, or choose another model",
+    ),
+    (
+        ["model=vgg16", "dataset=synthetic", "dataset.image_shape=[3,16,16]"],
+        "model=vgg16 cannot take dataset=synthetic's inputs of shape [3, 16, 16] at "
+        "trainer.batch_size=32: Given input size: (512x1x1). Calculated output size: (512x0x0).",
+    ),
+    (
+        [
+            "model=resnet18",
+            "dataset=synthetic",
+            "dataset.image_shape=[3,2,2]",
+            "trainer.batch_size=1",
+        ],
+        "model=resnet18 cannot take dataset=synthetic's inputs of shape [3, 2, 2] at "
+        "trainer.batch_size=1: Expected more than 1 value per channel when training",
+    ),
+    (
+        [
+            "model=gpt2",
+            "model.n_layer=1",
+            "dataset=synthetic",
+            "dataset.kind=tokens",
+            "dataset.seq_len=64",
+            "model.block_size=32",
+        ],
+        "model=gpt2 cannot take dataset=synthetic's inputs of shape [64] at trainer.batch_size=32: "
+        "input of 64 tokens is longer than model.block_size=32; raise model.block_size or lower "
+        "dataset.seq_len",
+    ),
+    # numbers that are not numbers, or past any sense: refused where they enter
+    (["trainer.lr=nan"], "trainer.lr must be a finite number in (0, 1000], got nan"),
+    (["trainer.lr=inf"], "trainer.lr must be a finite number in (0, 1000], got inf"),
+    (["trainer.lr_gamma=nan"], "trainer.lr_gamma must be a finite number in (0, 1], got nan"),
+    (["trainer.workers=100000000000"], "trainer.workers must be in [1, 65536], got 100000000000"),
+    ([f"trainer.seed={10**30}"], f"trainer.seed must be in [0, 4294967295], got {10**30}"),
+    (
+        ["compressor=powersgd", "compressor.seed=4294967296"],
+        "compressor.seed must be in [0, 4294967295] (trainer.seed by default), got 4294967296",
+    ),
+    ([f"trainer.comm_timeout_s={10**30}"], "trainer.comm_timeout_s must be in [1, 604800], got"),
+    (["trainer.lr_step_epochs=0"], "trainer.lr_step_epochs must be >= 1, got 0"),
+    (
+        ["dataset=synthetic", "dataset.image_shape=[3,100000,32]"],
+        "dataset.image_shape entries must be in [1, 8192], got [3, 100000, 32]",
+    ),
+    (
+        ["scheduler=usbyte", "scheduler.alpha=1e308", "scheduler.beta=1e-9"],
+        "scheduler.alpha must be <= 60 or null, got 1e+308",
+    ),
+    (["scheduler=osp", "scheduler.bandwidth=fast"], "scheduler.bandwidth 'fast' is not a rate"),
+    ([f"trainer.lr={10**400}"], "not a value this key takes (int too large to convert to float)"),
+    (
+        ["logger=console", "logger.wandb={a: 1}"],
+        "logger.wandb={a: 1}: not a value this key takes",
+    ),
+    (
+        ["model=mlp", "model.hidden=[[1]]"],
+        "model.hidden must be a list of single values, got [[1]]",
+    ),
+    (
+        ["trainer.loader_workers=99999"],
+        "trainer.loader_workers must be auto or an integer in [0, 1024], got 99999",
+    ),
+    (["trainer.loader_workers='²'"], "trainer.loader_workers must be auto or an integer >= 0"),
 ]
 
 
@@ -280,3 +350,26 @@ def test_a_slurm_sweep_refuses_resources_its_one_array_cannot_vary(swept):
     key = re.escape(swept.split("=")[0])
     with pytest.raises(ConfigError, match=rf"{key} cannot differ between"):
         launcher_overrides(jobs)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "start"),
+    [
+        (
+            ["trainer.workers=1,2"],
+            "trainer.workers=1,2 lists several values: add -m to sweep over them, or quote it",
+        ),
+        (
+            [f"trainer.lr={10**400}"],
+            f"trainer.lr={10**400}: not a value this key takes (int too large to convert to float)",
+        ),
+        (["logger=console", "logger.wandb={a: 1}"], "logger.wandb={a: 1}: not a value this key"),
+    ],
+)
+def test_a_value_refused_while_composing_is_said_once_from_its_override(overrides, start):
+    """What composing refuses, in Hydra's words or in an exception of OmegaConf's own type
+    (an OverflowError, an AttributeError), is one line that starts with the override."""
+    with pytest.raises(ConfigError) as info:
+        compose_jobs(overrides, multirun=False)
+    assert str(info.value).startswith(start)
+    assert "\n" not in str(info.value)

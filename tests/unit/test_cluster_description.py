@@ -5,8 +5,11 @@ by hand against what the simulator predicts on the paper's cluster."""
 
 from __future__ import annotations
 
+import argparse
 import math
+import os
 import re
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +19,9 @@ from omegaconf import OmegaConf
 
 from gradsync.algorithms.costs import CostModel
 from gradsync.algorithms.merge_plans import threshold_groups
+from gradsync.jobs.compose import ConfigError
 from gradsync.projection.cluster import AlphaBeta, Cluster
-from gradsync.projection.cluster_spec import Described, load
+from gradsync.projection.cluster_spec import MAX_FILE_BYTES, AlphaBetaSpec, Described, load
 from gradsync.projection.estimates import Job, ModelProfile, Wire
 from gradsync.projection.machine import Compute
 from gradsync.projection.selection import SelectionCost
@@ -169,6 +173,18 @@ def _file(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def _pattern(message: str) -> str:
+    """``message`` to search for, where ``<finite>`` stands for the words a value that is not
+    finite may be refused with ("must be a finite number in [0, 60]")."""
+    return re.escape(message).replace(re.escape("<finite> "), "(?:a finite number )?")
+
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{this}: &{this} [{', '.join([f'*{last}'] * 10)}]\n"
+    for last, this in zip("abcde", "bcdef", strict=True)
+)  # 10**6 nodes once composed, in 300 bytes
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -177,9 +193,75 @@ def _file(tmp_path: Path, text: str) -> Path:
         ("workers: many\n", "workers: Value 'many'"),
         ("collectives:\n  all_gather: [{alpha: 1}]\n", "collectives.all_gather[0].beta is missing"),
         ("- 1\n", "a mapping of keys, not a list"),
+        ("0.18\n", "a mapping of keys, not a single value"),
+        ("!!binary \n", "a mapping of keys, not a single value"),  # found by Hypothesis
         ("collectives: {all_gather: {alpha: 1, beta: 2}}\n", "collectives.all_gather: Cannot"),
         ("compute: 0.18\n", "compute: Merge error"),
-        ("a: [\n", "not a YAML cluster description"),
+        # PyYAML's whole problem, where it is and what it was doing there.
+        (
+            "workers: 2\nbandwidth: [1gbit,\n",
+            "line 3, column 1: expected the node content, but found '<stream end>' (while "
+            "parsing a flow node); fix the YAML",
+        ),
+        (
+            "workers: 2\ncompute: {seconds: 1\n",
+            "line 3, column 1: expected ',' or '}', but got '<stream end>' (while parsing a "
+            "flow mapping started at line 2, column 10); fix the YAML",
+        ),
+        (
+            "workers: 2\nlatency: 1\nworkers: 4\n",
+            "line 3, column 1: found duplicate key workers (while constructing a mapping "
+            "started at line 1, column 1)",
+        ),
+        ("compute:\n\tseconds: 1\n", "line 2, column 1: found character '\\t'"),
+        ("workers: 2\n---\nworkers: 4\n", "line 2, column 1: but found another document"),
+        ("workers: 2\x00\n", "character #x0000 at position 10 is not allowed in YAML"),
+        # Aliases: refused before anything is expanded.
+        ("workers: &w 4\ncompute: {seconds: *w}\n", "line 2: YAML aliases (*w) are not supported"),
+        (ALIAS_BOMB, "line 2: YAML aliases (*a) are not supported in a cluster description"),
+        ("compute: " + "{a: " * 1000 + "1" + "}" * 1000 + "\n", "nested more than 8 levels"),
+        # Nothing in it.
+        ("", "is empty; write the cluster's keys in it"),
+        ("# only a comment\n", "is empty"),
+        ("null\n", "is empty"),
+        ("{}\n", "is empty"),
+        # Every number where it enters: finite, in range, bounded.
+        ("latency: .nan\n", "latency must be <finite> in [0, 60] (seconds)"),
+        ("latency: 1e308\n", "latency must be in [0, 60] (seconds) or null, got 1e+308"),
+        ("latency: -1\n", "latency must be in [0, 60]"),
+        ("workers: 0\n", "workers must be in [1, 1000000]"),
+        ("workers: 100000000000\n", "workers must be in [1, 1000000] or null, got 100000000000"),
+        ("gpus_per_node: 1025\n", "gpus_per_node must be in [1, 1024]"),
+        ("bandwidth: fast\n", "bandwidth 'fast' is not a rate"),
+        ("bandwidth: 0mbit\n", "bandwidth '0mbit' must be above 0 and at most 10000gbit"),
+        ("intra_bandwidth: 20000gbit\n", "intra_bandwidth '20000gbit' must be above 0"),
+        ("algorithm: butterfly\n", "unknown algorithm 'butterfly'; valid: ring, tree"),
+        ('algorithm: "ring\\ntree"\n', "unknown algorithm 'ring\\ntree'"),
+        ("compute: {seconds: .inf}\n", "compute.seconds must be <finite> in (0, 3600]"),
+        ("compute: {seconds: 0}\n", "compute.seconds must be in (0, 3600]"),
+        ("compute: {throughput: 1e12}\n", "compute.throughput must be in (0, 1000000000]"),
+        ("selection: {topk: {d_log2_d: -1}}\n", "selection.topk.d_log2_d must be in [0, 0.001]"),
+        (
+            "collectives:\n  all_reduce: [{alpha: 1, beta: 0, workers: 4}, "
+            "{alpha: 2, beta: 0, workers: 4}]\n",
+            "collectives.all_reduce: two fits for the same worker count (4 workers)",
+        ),
+        (
+            "collectives:\n  all_reduce: [{alpha: -1, beta: 0}]\n",
+            "collectives.all_reduce[0].alpha must be in [0, 60] (seconds), got -1.0",
+        ),
+        (
+            "collectives:\n  all_reduce: [{alpha: .nan, beta: 0}]\n",
+            "collectives.all_reduce[0].alpha must be <finite> in [0, 60]",
+        ),
+        (
+            "collectives:\n  all_gather: [{alpha: 1, beta: 1, workers: 4}]\n",
+            "collectives.all_gather[0].beta must be in [0, 0.001] (seconds per byte)",
+        ),
+        (
+            "collectives:\n  all_reduce: [{alpha: 1, beta: 0, workers: 0}]\n",
+            "collectives.all_reduce[0].workers must be in [1, 1000000]",
+        ),
     ],
     ids=[
         "unknown-key",
@@ -187,39 +269,110 @@ def _file(tmp_path: Path, text: str) -> Path:
         "type",
         "missing-beta",
         "list",
+        "scalar",
+        "tagged-empty-scalar",
         "fit-not-a-list",
         "compute-not-a-mapping",
-        "yaml",
+        "unclosed-bracket",
+        "unclosed-brace",
+        "duplicate-key",
+        "tab",
+        "two-documents",
+        "nul",
+        "alias",
+        "alias-bomb",
+        "deep",
+        "empty",
+        "comment",
+        "null",
+        "empty-mapping",
+        "nan",
+        "huge-latency",
+        "negative-latency",
+        "no-workers",
+        "huge-workers",
+        "gpus-per-node",
+        "rate",
+        "zero-rate",
+        "huge-rate",
+        "algorithm",
+        "newline-in-value",
+        "inf-compute",
+        "zero-compute",
+        "huge-throughput",
+        "negative-selection",
+        "duplicate-fit",
+        "negative-fit",
+        "nan-fit",
+        "huge-beta",
+        "fit-workers",
     ],
 )
 def test_a_bad_file_is_one_line_naming_it_and_the_key(tmp_path, text, message):
     path = _file(tmp_path, text)
-    with pytest.raises(ValueError, match=re.escape(message)) as error:
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=_pattern(message)) as error:
         load(path, [])
     assert str(error.value).startswith(str(path)) and "\n" not in str(error.value)
+    assert time.monotonic() - started < 5  # nothing expanded
+
+
+def test_what_is_not_a_yaml_file_is_one_line_naming_it(tmp_path):
+    folder = tmp_path / "cluster.yaml"
+    folder.mkdir()
+    with pytest.raises(ValueError, match=r"cluster.yaml is a directory; give a YAML cluster"):
+        load(folder, [])
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"workers: 2\nbandwidth: \xff\xfe1gbit\n")
+    with pytest.raises(ValueError, match=r"binary.yaml: byte 22 \(0xff\) is not UTF-8 text"):
+        load(binary, [])
+    large = tmp_path / "large.yaml"
+    large.write_text("# padding\n" * (MAX_FILE_BYTES // 10 + 1) + "workers: 2\n")
+    with pytest.raises(ValueError, match=r"large.yaml is 65,5\d\d bytes, more than a cluster"):
+        load(large, [])
+    with pytest.raises(ValueError, match=r"missing.yaml: no such file"):
+        load(tmp_path / "missing.yaml", [])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its permissions")
+def test_an_unreadable_file_is_one_line_naming_it(tmp_path):
+    path = _file(tmp_path, "workers: 2\n")
+    path.chmod(0)
+    with pytest.raises(ValueError, match=r"cluster.yaml: cannot read it \(Permission denied\)"):
+        load(path, [])
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").is_file(), reason="Linux's /proc")
+def test_a_file_that_fails_to_read_is_one_line_naming_it():
+    """/proc/self/mem is a regular file whose reading fails (at address 0), even for root."""
+    with pytest.raises(ValueError, match=r"^/proc/self/mem: cannot read it \(Input/output"):
+        load(Path("/proc/self/mem"), [])
+
+
+def test_an_anchor_alone_is_read(tmp_path):
+    assert load(_file(tmp_path, "workers: &w 4\n"), []).workers == 4
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("bandwidth: fast\n", "bandwidth 'fast' is not a rate"),
-        ("algorithm: butterfly\n", "algorithm 'butterfly'"),
-        (
-            "collectives:\n  all_reduce: [{alpha: 1, beta: 0, workers: 4}, "
-            "{alpha: 2, beta: 0, workers: 4}]\n",
-            "two fits for the same worker count",
-        ),
-        ("collectives:\n  all_reduce: [{alpha: -1, beta: 0}]\n", "must be finite and >= 0"),
-        ("workers: 0\n", "workers must be >= 1"),
-        ("collectives:\n  all_reduce: [{alpha: .nan, beta: 0}]\n", "must be finite"),
-        ("collectives:\n  all_reduce: [{alpha: 1, beta: 0, workers: 0}]\n", "workers >= 1"),
+        ("workers: 8\ngpus_per_node: 3\nintra_bandwidth: 100gbit\n", "divide the 8 workers"),
+        ("workers: 8\ngpus_per_node: 4\n", "needs intra_bandwidth"),
     ],
-    ids=["rate", "algorithm", "duplicate-fit", "negative-fit", "workers", "nan", "fit-workers"],
+    ids=["gpus-per-node", "intra-bandwidth"],
 )
 def test_a_bad_cluster_is_refused_where_it_is_built(tmp_path, text, message):
     described = Described(load(_file(tmp_path, text), []))
     with pytest.raises(ValueError, match=re.escape(message)):
         described.cluster(Cluster(workers=2, bandwidth_bps=GBIT))
+
+
+@pytest.mark.parametrize(
+    "fields", [{"latency_s": math.nan}, {"latency_s": math.inf}, {"bandwidth_bps": math.inf}]
+)
+def test_a_cluster_of_numbers_that_are_not_is_refused(fields):
+    with pytest.raises(ValueError, match=r"must be >= 0 and finite|must be > 0 and finite"):
+        Cluster(**{"workers": 2, "bandwidth_bps": GBIT, **fields})
 
 
 def test_a_selection_for_no_compressor_or_of_nothing_is_refused(tmp_path):
@@ -348,3 +501,119 @@ def test_the_projection_names_the_columns_a_fit_does_not_cover():
     assert "all_gather" in line
     assert "32@1000mbit" in line and "16@10000mbit" in line and "16@1000mbit" not in line
     assert _unfitted(cluster, [16], [GBIT]) == []
+
+
+OPTIONS_OUT_OF_RANGE = [
+    (["--latency", "nan"], "--latency: latency must be <finite> in [0, 60]"),
+    (["--latency", "inf"], "--latency: latency must be <finite> in [0, 60]"),
+    (["--latency", "1e308"], "--latency: latency must be in [0, 60] (seconds), got 1e+308"),
+    (["--latency", "-1"], "--latency: latency must be in [0, 60]"),
+    (["--workers", "4,1e11"], "--workers: worker counts must be in [1, 1000000], got 1000"),
+    (["--workers", str(10**12)], "worker counts must be in [1, 1000000], got 1000000000000"),
+    (["--workers", "0"], "worker counts must be in [1, 1000000], got 0"),
+    (["--bandwidths", "1gbit,0mbit"], "--bandwidths: bandwidth '0mbit' must be above 0"),
+    (["--bandwidths", "100000gbit"], "must be above 0 and at most 10000gbit"),
+    (["--compute-scale", "inf"], "--compute-scale: compute scale must be <finite> in (0, 1000]"),
+    (["--compute-scale", "1e9"], "compute scale must be in (0, 1000]"),
+    (["--warmup-steps", str(10**12)], "--warmup-steps: warm-up steps must be in [0, 100000]"),
+    (["--compute", "nan"], "--compute: compute must be <finite> in (0, 3600]"),
+    (["--compute", "1e308"], "--compute: compute must be in (0, 3600] (seconds)"),
+    (["--throughput", "inf"], "--throughput: throughput must be <finite> in (0, 1000000000]"),
+    (["--throughput", "0"], "--throughput: throughput must be in (0, 1000000000]"),
+    (["--intra-bandwidth", "0mbit"], "intra_bandwidth '0mbit' must be above 0"),
+    (["--intra-bandwidth", "fast"], "intra_bandwidth 'fast' is not a rate"),
+    (["--gpus-per-node", "1025"], "--gpus-per-node: gpus_per_node must be in [1, 1024]"),
+    (["--gpus-per-node", "0"], "gpus_per_node must be in [1, 1024], got 0"),
+    (["--algorithm", "butterfly"], "--algorithm: unknown algorithm 'butterfly'; valid: ring"),
+    (["--selection", "topk=inf"], "selection.topk.d_log2_d must be <finite> in [0"),
+    (["--selection", "topk=-1/element"], "selection.topk.per_element must be in [0, 0.001]"),
+    (["--collective", "all_gather=1,nan"], "all_gather.beta must be <finite> in [0"),
+    (["--collective", "all_reduce=120,0"], "all_reduce.alpha must be in [0, 60] (seconds)"),
+    (["--collective", f"broadcast=0,0@{10**12}"], "broadcast.workers must be in [1, 1000000]"),
+    (["--collective", "all_gather=1,1e-9@0"], "all_gather.workers must be in [1, 1000000]"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"), OPTIONS_OUT_OF_RANGE, ids=[" ".join(a) for a, _ in OPTIONS_OUT_OF_RANGE]
+)
+def test_the_commands_numbers_are_checked_as_they_are_parsed(args, message):
+    from gradsync.cli.simulate import _parser
+
+    with pytest.raises(ConfigError, match=_pattern(message)) as error:
+        _parser().parse(["model=mlp", *args])
+    assert "\n" not in str(error.value)
+
+
+def test_a_directory_given_as_the_cluster_is_said_to_be_one(tmp_path):
+    from gradsync.cli.simulate import _parser
+
+    folder = tmp_path / "cluster.yaml"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match=r"cluster.yaml is a directory; give a YAML cluster"):
+        _parser().parse(["--cluster", str(folder)])
+
+
+def _with_fits(
+    fits: dict[str, tuple[AlphaBeta, ...]], option: list[tuple[str, AlphaBetaSpec]]
+) -> tuple[argparse.Namespace, Cluster]:
+    args = argparse.Namespace(collective=option, cluster=Path("c.yaml") if fits else None)
+    every = dict(fits)
+    for name, fit in option:
+        every[name] = (*every.get(name, ()), AlphaBeta(fit.alpha, fit.beta, fit.workers))
+    return args, Cluster(workers=2, bandwidth_bps=GBIT, fitted=every)
+
+
+@pytest.mark.parametrize(
+    ("option", "counts", "refused"),
+    [
+        ([("all_gather", AlphaBetaSpec(0.01, 1e-8, 16))], {2}, True),
+        ([("all_gather", AlphaBetaSpec(0.01, 1e-8, 16))], {2, 16}, False),
+        ([("all_gather", AlphaBetaSpec(0.01, 1e-8, None))], {2}, False),
+    ],
+    ids=["unused", "projected", "any"],
+)
+def test_a_fit_given_for_no_prediction_is_refused(option, counts, refused):
+    from gradsync.cli.simulate_cluster import unused_fit
+
+    args, _ = _with_fits({}, option)
+    problem = unused_fit(args, counts)
+    if not refused:
+        assert problem is None
+    else:
+        assert problem is not None and "--collective all_gather" in problem
+        assert "16 workers" in problem and f"for {', '.join(map(str, sorted(counts)))})" in problem
+
+
+@pytest.mark.parametrize(
+    ("file", "counts", "warned"),
+    [
+        ({"all_gather": (AlphaBeta(0.01, 1e-8, 16),)}, {2, 4}, True),
+        ({"all_gather": (AlphaBeta(0.01, 1e-8, 16), AlphaBeta(0.01, 1e-8, 2))}, {2}, False),
+        ({"all_gather": (AlphaBeta(0.01, 1e-8, 16), AlphaBeta(0.01, 1e-8))}, {2}, False),
+    ],
+    ids=["unused", "one-used", "any"],
+)
+def test_a_files_fits_for_no_prediction_are_a_warning(file, counts, warned):
+    """A cluster file serves many runs (fits measured once, at the counts some project to): a
+    run that uses none of a collective's fits is told so, and runs."""
+    from gradsync.cli.simulate_cluster import unused_file_fits
+
+    args, cluster = _with_fits(file, [])
+    warnings = unused_file_fits(args, cluster, counts)
+    assert len(warnings) == int(warned)
+    if warned:
+        assert "collectives.all_gather has fits at 16 workers only" in warnings[0]
+        assert "\n" not in warnings[0]
+
+
+def test_simulate_refuses_an_unused_fit_before_it_measures():
+    from gradsync.cli.simulate import _simulate
+
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=r"--collective all_gather=\.\.\.@16: no prediction"):
+        _simulate([
+            "model=mlp", "--compressors", "topk", "--schedulers", "allreduce",
+            "--collective", "all_gather=0.01,1e-8@16", "--workers", "4",
+        ])  # fmt: skip
+    assert time.monotonic() - started < 30  # composed, not measured (a minute)

@@ -33,9 +33,9 @@ def test_the_options_choose_the_budget_the_tests_alone_and_the_folder(tmp_path):
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["--minutes", "0"], "argument --minutes: 0 must be more than 0 and finite"),
-        (["--minutes", "-3"], "argument --minutes: -3 must be more than 0 and finite"),
-        (["--minutes", "inf"], "argument --minutes: inf must be more than 0 and finite"),
+        (["--minutes", "0"], "argument --minutes: minutes must be > 0, got 0.0"),
+        (["--minutes", "-3"], "argument --minutes: minutes must be > 0, got -3.0"),
+        (["--minutes", "inf"], "argument --minutes: minutes must be a finite number > 0, got inf"),
         (["--minutes", "soon"], "argument --minutes: 'soon' is not a number"),
         (["--tests"], "unrecognized arguments: --tests"),  # no abbreviations
         (["--fast"], "unrecognized arguments: --fast"),

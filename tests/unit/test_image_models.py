@@ -30,7 +30,12 @@ IMAGENET_MODELS = ["resnet18", "resnet50", "resnet101", "vgg16", "vgg19", "alexn
 
 
 def make(option: str, spec: DataSpec, *overrides: str) -> nn.Module:
-    cfg = compose_jobs([f"model={option}", "dataset=synthetic", *overrides], multirun=False)[0]
+    """The model for ``spec``'s images, from a job of those images (composing tries it on them)."""
+    shape = ",".join(str(size) for size in spec.input_shape)
+    data = [f"dataset.image_shape=[{shape}]", f"dataset.num_classes={spec.num_classes}"]
+    cfg = compose_jobs([f"model={option}", "dataset=synthetic", *data, *overrides], multirun=False)[
+        0
+    ]
     return build(cfg.model, path="model")(spec=spec)
 
 
@@ -153,7 +158,7 @@ def test_vgg_batch_norm_option():
 
 def test_alexnet_variants_and_dropout():
     cifar = make("alexnet", CIFAR, "model.dropout=0.3")
-    imagenet = make("alexnet", CIFAR, "model.variant=imagenet")
+    imagenet = make("alexnet", SMALL_IMAGENET, "model.variant=imagenet")  # too small for 32 px
     assert (convs(cifar)[0].kernel_size, convs(cifar)[0].stride) == ((3, 3), (1, 1))
     assert (convs(imagenet)[0].kernel_size, convs(imagenet)[0].stride) == ((11, 11), (4, 4))
     assert cifar.net.classifier[1].in_features == 256 * 3 * 3

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from omegaconf import II
 
 from gradsync.compressors.warmup import DEFAULT_WARMUP_DENSITY
-from gradsync.config.checks import Options, Rule, option
+from gradsync.config.checks import MAX_EPOCHS, Options, Rule, option, seed_option
 
 
 class CompressorConfig(Options):
@@ -50,7 +50,12 @@ def density_option(default: float) -> Any:
 
 def warmup_epochs_option(default: int) -> Any:
     """``warmup_epochs``, with its check, for a sparsifier whose default is its own."""
-    return option(default, at_least=0, hint="(0: no warm-up)")
+    return option(default, at_least=0, hint="(0: no warm-up)", limit=MAX_EPOCHS)
+
+
+def job_seed_option() -> Any:
+    """``seed``, the job's (trainer.seed) unless set, for a compressor that draws at random."""
+    return seed_option(II("trainer.seed"), hint="(trainer.seed by default)")
 
 
 @dataclass
@@ -94,6 +99,6 @@ class RandomKConfig(SparsifierConfig):
 
     _target_: str = "gradsync.compressors.randomk.RandomKCompressor"
     payloads_add_up: ClassVar[bool] = True
-    seed: int = II("trainer.seed")
+    seed: int = job_seed_option()
     """Seed of the random index selection; every worker draws the same indices (default:
     trainer.seed)."""

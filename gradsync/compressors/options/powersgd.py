@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from omegaconf import II
+from gradsync.compressors.options.base import CompressorConfig, job_seed_option
+from gradsync.config.checks import MAX_STEPS, MAX_WIDTH, option
 
-from gradsync.compressors.options.base import CompressorConfig
-from gradsync.config.checks import option
+MAX_COMPRESSION_RATE = 1e6
+"""No tensor's rows·cols/(rows + cols) comes near it: a larger rate compresses nothing."""
 
 
 @dataclass
@@ -24,12 +25,12 @@ class PowerSGDConfig(CompressorConfig):
     keeps_own_residual: ClassVar[bool] = True
     payloads_add_up: ClassVar[bool] = True  # P and Q are sums of every worker's
     needs_its_exchange_back: ClassVar[bool] = True
-    rank: int = option(1, at_least=1)
+    rank: int = option(1, at_least=1, limit=MAX_WIDTH)
     """r: the rank of each tensor's approximation (``matrix_approximation_rank``)."""
-    start_step: int = option(10, at_least=0)
+    start_step: int = option(10, at_least=0, limit=MAX_STEPS)
     """Steps sent dense before compressing (``start_powerSGD_iter``). PyTorch's default is
     1,000, about a tenth of a long run; 10 here, so that short experiments compress."""
-    min_compression_rate: float = option(2.0, above=0)
+    min_compression_rate: float = option(2.0, above=0, limit=MAX_COMPRESSION_RATE)
     """A tensor (rows × cols) is compressed only when (rows + cols)·r is this many times smaller
     than rows·cols; vectors and small tensors travel uncompressed."""
     use_error_feedback: bool = True
@@ -37,7 +38,7 @@ class PowerSGDConfig(CompressorConfig):
     ``feedback=`` stays none)."""
     warm_start: bool = True
     """Start each step's power iteration from the last step's Q; false: a new random Q."""
-    orthogonalization_epsilon: float = option(0.0, at_least=0)
+    orthogonalization_epsilon: float = option(0.0, at_least=0, limit=1)
     """Added to each column's norm in Gram-Schmidt (> 0 guards against all-zero columns)."""
-    seed: int = II("trainer.seed")
+    seed: int = job_seed_option()
     """Seeds the random Q every worker draws alike."""

@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from omegaconf import II
-
 from gradsync.compressors.choices import QSGD_MAX_LEVELS
-from gradsync.compressors.options.base import CompressorConfig
-from gradsync.config.checks import option
+from gradsync.compressors.options.base import CompressorConfig, job_seed_option
+from gradsync.config.checks import MAX_EPOCHS, option
+
+MAX_CLIP = 1_000.0
+"""Clipping at this many σ already clips nothing a gradient holds."""
 
 
 @dataclass
@@ -20,16 +21,16 @@ class TernGradConfig(CompressorConfig):
     averaged."""
 
     _target_: str = "gradsync.compressors.terngrad.TernGradCompressor"
-    clip: float = option(2.5, at_least=0, hint="(0 disables it)")
+    clip: float = option(2.5, at_least=0, hint="(0 disables it)", limit=MAX_CLIP)
     """Clip each tensor at clip·σ before ternarizing; 0 turns clipping off."""
     share_scalers: bool = True
     """All workers use the largest scaler of each tensor (one float per tensor all-reduced with
     MAX); false: each worker sends its own (the ablation without scaler sharing)."""
     quantize_last: bool = False
     """Ternarize the last classifier layer (the last two tensors) too; by default it stays float."""
-    float_every_epochs: int = option(0, at_least=0, hint="(0: never)")
+    float_every_epochs: int = option(0, at_least=0, hint="(0: never)", limit=MAX_EPOCHS)
     """Send float gradients in every E-th epoch (E, 2E, ...); 0: never."""
-    seed: int = II("trainer.seed")
+    seed: int = job_seed_option()
     """Seeds the ternary draws, with the worker's rank, the step and the group."""
 
 
@@ -42,7 +43,7 @@ class QSGDConfig(CompressorConfig):
     levels: int = option(127, at_least=1, at_most=QSGD_MAX_LEVELS)
     """s: quantization levels per sign. Codes take 2s+1 values and travel at 2 bits (s=1),
     4 bits (s<=7) or 8 bits (s<=127)."""
-    seed: int = II("trainer.seed")
+    seed: int = job_seed_option()
     """Seeds the stochastic rounding, with the worker's rank, the step and the group."""
 
 

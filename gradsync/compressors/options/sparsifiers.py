@@ -16,6 +16,11 @@ from gradsync.compressors.options.base import (
 )
 from gradsync.config.checks import Rule, option
 
+MAX_THRESHOLD = 1e6
+"""No gradient element of a run that trains reaches it: a larger λ sends nothing."""
+MAX_CLIP_NORM = 1e6
+"""No gradient norm of a run that trains reaches it: a larger clip_norm clips nothing."""
+
 
 def _exchange_problem(compressor: str) -> Callable[[str], str | None]:
     """Why an ``exchange`` is not one a sparsifier can use (the workers' indices differ, so
@@ -70,7 +75,7 @@ class ThresholdConfig(_ExchangedConfig):
     _target_: str = "gradsync.compressors.threshold.ThresholdCompressor"
     density: float = density_option(0.001)
     """Used only to derive the threshold when it is unset: λ = 1/(2·sqrt(int(density·n_g)))."""
-    threshold: float | None = option(None, at_least=0)
+    threshold: float | None = option(None, at_least=0, limit=MAX_THRESHOLD)
     """λ: elements with |x| >= λ are sent. Fixed for the whole run."""
     exchange: str = option("union", problem=_exchange_problem("threshold"))
     """union: all-gather indices, all-reduce values on their union (DEFT's baseline);
@@ -130,7 +135,7 @@ class DGCConfig(_ExchangedConfig):
     momentum: float = option(II("trainer.momentum"), at_least=0, below=1)
     """m of the momentum correction u ← m·u + g, v ← v + u: the job's trainer.momentum by
     default, which DGC applies itself (the optimizer then steps without momentum)."""
-    clip_norm: float | None = option(None, above=0, null_means="off")
+    clip_norm: float | None = option(None, above=0, null_means="off", limit=MAX_CLIP_NORM)
     """Local gradient clipping: each worker rescales its gradient (one L2 norm over all of it,
     every tensor) to at most clip_norm·N^(-1/2) for N workers before accumulating it; where the
     scheduler cuts the model into several groups, the norm is the previous step's; null: off."""

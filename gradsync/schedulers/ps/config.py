@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gradsync.algorithms.osp_budget import UMAX_FORMULAS
+from gradsync.cluster.rates import rate_problem
 from gradsync.config.checks import Rule, option
 from gradsync.schedulers.options import SchedulerOptions
 from gradsync.schedulers.staleness_options import (
@@ -16,6 +17,7 @@ from gradsync.schedulers.staleness_options import (
 )
 
 UMAX_FORMULA = "corrected"
+MAX_STALENESS = 10**6  # steps a worker may run ahead: more is asp's "no bound"
 MAX_UNIMPORTANT = 0.8  # the paper's 80% cap on the unimportant layers' share of the model
 # Measured on the OSP recipe at 20 Mbit/s (BENCHMARKS.md, "Staleness corrections for ASP and
 # SSP"): the only one that closes the gap to BSP; none is the papers' updates.
@@ -63,7 +65,7 @@ class StaleConfig(ParameterServerConfig, StalenessCorrectionOptions):
     staleness_correction: str = option(STALE_STALENESS_CORRECTION, choices=CORRECTIONS)
     """predict (the default, by measurement), none (gradients as the papers apply them),
     momentum, dc or lr (see staleness_options.py)."""
-    staleness: int | None = None
+    staleness: int | None = option(None, at_least=0, limit=MAX_STALENESS, null_means="no bound")
     """How many steps a worker may run ahead of the slowest (null: no bound)."""
 
 
@@ -74,7 +76,7 @@ class AspConfig(StaleConfig):
 
 @dataclass
 class SspConfig(StaleConfig):
-    staleness: int = option(3, at_least=0)
+    staleness: int = option(3, at_least=0, limit=MAX_STALENESS)
     """A worker that has pushed c gradients waits until the slowest has pushed c − staleness."""
 
 
@@ -89,7 +91,9 @@ class OspConfig(ParameterServerConfig):
     """U_max = b·T_c/(N·(1+lr)) (corrected) or b(1+lr)·T_c/N (paper); equal without loss."""
     loss_rate: float = option(0.0, at_least=0, below=1)
     """The link's packet-loss rate in U_max."""
-    bandwidth: str | None = None
+    bandwidth: str | None = option(
+        None, problem=lambda rate: rate_problem(rate, "scheduler.bandwidth")
+    )
     """The link rate in U_max, as tc writes it; null: the rate measured at the start of the
     run (runner=netem probes it), else 1gbit."""
     budget: float | None = option(None, at_least=0, at_most=1)
