@@ -5,6 +5,9 @@ without training.
 The model is built from the composed config and profiled on this machine at
 ``trainer.batch_size`` (per-tensor forward and backward times, the optimizer's update), and every
 compressor runs once on its real gradient to record what it sends (``gradsync/projection/``).
+For the bundled jobs of ``gradsync/measure/kept.py`` (resnet50 and resnet18 on dataset=synthetic)
+these measurements are kept in the package and nothing is profiled (``--remeasure`` profiles
+here); whatever is measured is said on a progress bar on stderr.
 The job's own cluster is ``trainer.workers`` at ``runner.bandwidth`` (1gbit when the runner has
 none); under runner=local or runner=netem every process shares this host, so compute is
 slowed by the workers' share of its cores. Communication is priced with α-β models of the
@@ -14,8 +17,10 @@ The compressor and scheduler options among the overrides (``compressor.density=0
 every compressor and scheduler that has them.
 
 A cluster you do not have is described by ``--cluster FILE.yaml`` (its keys are in the
-configuration reference) and the options after it, which set the same keys: the job's rows are
-then that cluster's, one worker per machine.
+configuration reference), or by the name of one shipped with gradsync, and the options after
+it, which set the same keys: the job's rows are then that cluster's, its compute the file's
+(published or measured GPU throughput), and only the shares of the compute among the tensors
+and the wire formats are this host's.
 
 options:
   --compressors A,B        compressors to combine (default: all)
@@ -27,8 +32,8 @@ options:
   --algorithm ring|tree    all-reduce/all-gather algorithm between machines (default ring)
   --gpus-per-node G        workers per machine, talking at --intra-bandwidth inside it
   --intra-bandwidth RATE   e.g. 100gbit (needed with --gpus-per-node above 1)
-  --cluster FILE.yaml      describe the cluster: workers, links, measured collectives, the
-                           machines' compute and selection costs
+  --cluster FILE.yaml|NAME describe the cluster: workers, links, measured collectives, the
+                           machines' compute and selection costs; NAME: a shipped one (below)
   --compute SECONDS        one worker's forward + backward + update per iteration there
   --throughput SAMPLES/S   ... or its published training throughput
   --selection C=S          compressor C compresses d elements in S·d·log2 d seconds there
@@ -46,6 +51,8 @@ options:
   --measurements FILE.json start from the profiles, wire formats and link probes saved in
                            FILE (when it exists), and save there what this run measured: a
                            later prediction then uses this host's speed of that moment
+  --remeasure              measure everything here: neither the kept profiles nor FILE of
+                           --measurements are read (FILE is written)
 """
 
 from __future__ import annotations
@@ -64,11 +71,14 @@ from gradsync.algorithms.simulator import PAPER_MU
 from gradsync.cli.command import CommandParser, checked, docstring_help, print_or_fail
 from gradsync.cli.simulate_cluster import (
     add_cluster_options,
+    compute_entry,
     describe,
     described,
     job_cluster,
+    job_shape,
     machines,
     machines_line,
+    tc_rate,
     unused_file_fits,
     unused_fit,
 )
@@ -83,7 +93,12 @@ from gradsync.jobs.alternatives import (
 )
 from gradsync.jobs.compose import ConfigError
 from gradsync.jobs.discovery import group_options
-from gradsync.projection.cluster_spec import ClusterSpec, field_check
+from gradsync.projection.cluster_spec import (
+    ClusterSpec,
+    ModelComputeSpec,
+    field_check,
+    shipped_clusters,
+)
 from gradsync.projection.timelines import draw_timelines
 from gradsync.schedulers.registry import SCHEDULERS, baseline_spec
 from gradsync.train.capacity import FORCE, capacity_problem
@@ -126,8 +141,14 @@ class Combination:
         return (self.compressor, *own) in SCHEDULERS[self.scheduler].headline
 
 
+def _help() -> str:
+    """The usage, the module's docstring and the clusters shipped with gradsync."""
+    shipped = ", ".join(shipped_clusters())
+    return f"{docstring_help(USAGE, __doc__)()}\n\nshipped clusters (--cluster NAME): {shipped}"
+
+
 def _parser() -> CommandParser:
-    parser = CommandParser("simulate", help_text=docstring_help(USAGE, __doc__))
+    parser = CommandParser("simulate", help_text=_help)
     parser.add_argument("overrides", nargs="*")
     parser.add_argument("--compressors", type=_names)
     parser.add_argument("--schedulers", type=_names)
@@ -139,6 +160,7 @@ def _parser() -> CommandParser:
     parser.add_argument("--warmup-steps", type=_count, default=0)
     parser.add_argument("--compute-scale", type=_positive, default=1.0)
     parser.add_argument("--measurements", type=_json_path)
+    parser.add_argument("--remeasure", action="store_true")
     return parser
 
 
@@ -275,38 +297,69 @@ def _estimate(predictor: Predictor, c: Combination, cluster: Cluster | None = No
     )
 
 
+@dataclass(frozen=True)
+class Composed:
+    """The combinations of a command, composed once: the dense baseline, those that compose,
+    why the others do not; and the ``models`` entry of the cluster file its compute is of."""
+
+    baseline: Combination
+    combos: list[Combination]
+    refused: list[str]
+    entry: ModelComputeSpec | None
+
+
 def simulate(args: argparse.Namespace) -> str:
     description = described(args)  # a bad cluster file is said before torch is imported
-    compute, selection = machines(description, group_options()["compressor"], args.compute_scale)
+    baseline, combos, refused = combinations(
+        args.overrides,
+        _chosen(args.compressors, "compressor"),
+        _chosen(args.schedulers, "scheduler"),
+    )
+    options = group_options()
+    shape = job_shape(baseline.cfg) if description is not None else None
+    compute, selection = machines(
+        description, options["compressor"], args.compute_scale, shape, options["model"]
+    )
+    entry = None if shape is None else compute_entry(description, shape, options["model"])
     # Deferred for start-up: it imports torch, which this module's importers may not need.
     from gradsync.measure.jobs import Predictor
+    from gradsync.measure.kept import KeptProfiles
+    from gradsync.measure.progress import Progress
 
+    progress = Progress()
     predictor = Predictor(
         warmup_steps=args.warmup_steps,
         compute_scale=args.compute_scale,
         compute=compute,
         selection=selection,
         plans_here=description is None,
+        # Kept profiles are of the gradient before any training.
+        kept=None if args.remeasure or args.warmup_steps else KeptProfiles(),
+        progress=progress,
     )
-    if args.measurements is not None and args.measurements.exists():
+    if args.measurements is not None and args.measurements.exists() and not args.remeasure:
         try:
             predictor.load(args.measurements)
         except ValueError as exc:
             raise ConfigError(f"--measurements: {exc}") from None
-    output = _simulated(args, predictor, description)
+    try:
+        output = _simulated(
+            args, predictor, description, Composed(baseline, combos, refused, entry)
+        )
+    finally:
+        progress.close()
     if args.measurements is not None:
         predictor.save(args.measurements)
     return output
 
 
 def _simulated(
-    args: argparse.Namespace, predictor: Predictor, description: Described | None
+    args: argparse.Namespace,
+    predictor: Predictor,
+    description: Described | None,
+    composed: Composed,
 ) -> str:
-    baseline, combos, refused = combinations(
-        args.overrides,
-        _chosen(args.compressors, "compressor"),
-        _chosen(args.schedulers, "scheduler"),
-    )
+    baseline, combos, refused = composed.baseline, composed.combos, composed.refused
     cfg = baseline.cfg
     cluster = job_cluster(args, cfg, description)
     _check_probe_fits_here(cfg, cluster)
@@ -333,10 +386,10 @@ def _simulated(
         f"model {here.model}: {len(here.sizes)} tensors, {here.numel:,} elements; batch "
         f"{here.batch_size}: forward {sum(shown.forward) * 1e3:.2f} ms, backward "
         f"{sum(shown.backward) * 1e3:.2f} ms, update {shown.update * 1e3:.2f} ms "
-        f"(profiled here alone{scaled})",
+        f"({_profile_source(predictor, cfg)}{scaled})",
         *describe(cluster),
     ]
-    machine = machines_line(profile, here, predictor.compute, predictor.selection)
+    machine = machines_line(profile, here, predictor.compute, predictor.selection, composed.entry)
     lines += [machine] if machine else []
     lines += [*_device_note(cfg, predictor), ""]
     batch, workers = profile.batch_size, cluster.workers
@@ -366,6 +419,15 @@ def _simulated(
         _draw_job_timelines(predictor, combos, cluster, args.timeline)
         lines += ["", f"timeline: {args.timeline}"]
     return "\n".join(lines)
+
+
+def _profile_source(predictor: Predictor, cfg: DictConfig) -> str:
+    """Where the profile's times come from: this host, or the host that measured the kept
+    profile (``gradsync/measure/kept.py``)."""
+    kept = predictor.kept_for(cfg)
+    if kept is None:
+        return "profiled here alone"
+    return f"kept profile, {kept.describe()}, one thread; --remeasure profiles this host"
 
 
 def _device_note(cfg: DictConfig, predictor: Predictor) -> list[str]:
@@ -405,7 +467,7 @@ def _rates(asked: list[str] | None, cluster: Cluster) -> list[tuple[str, float]]
         rates = [(rate, bits_per_s(rate, name="--bandwidths")) for rate in asked or []]
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return rates or [(f"{cluster.bandwidth_bps / 1e6:g}mbit", cluster.bandwidth_bps)]
+    return rates or [(tc_rate(cluster.bandwidth_bps), cluster.bandwidth_bps)]
 
 
 def _targets(

@@ -1,6 +1,7 @@
 """The cluster ``gradsync simulate`` predicts for: the job's own (this host, or its runner's
-links), or one described by ``--cluster FILE.yaml`` and the options that set the same keys
-(``projection/cluster_spec.py``), and the lines that say which."""
+links), or one described by ``--cluster FILE.yaml`` (or the name of one shipped with gradsync)
+and the options that set the same keys (``projection/cluster_spec.py``), and the lines that say
+which."""
 
 from __future__ import annotations
 
@@ -10,24 +11,29 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from gradsync.cli.command import checked
 from gradsync.cluster.rates import bits_per_s
 from gradsync.jobs.compose import ConfigError
+from gradsync.measure.kept import model_option
 from gradsync.projection.cluster import COLLECTIVES
 from gradsync.projection.cluster_spec import (
     AlphaBetaSpec,
     ClusterSpec,
     ComputeSpec,
     Described,
+    JobShape,
+    ModelComputeSpec,
     SelectionSpec,
     describes_anything,
     field_check,
     load,
     path_problem,
+    shipped_clusters,
     spec_problems,
 )
+from gradsync.train.capacity import known_spec
 
 if TYPE_CHECKING:
     from gradsync.projection.cluster import Cluster
@@ -53,9 +59,16 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _yaml_path(text: str) -> Path:
+    """A cluster description's path, or the name of one shipped with gradsync."""
+    shipped = shipped_clusters()
+    if text in shipped:
+        return shipped[text]
     path = Path(text)
     if path.suffix.lower() not in (".yaml", ".yml"):
-        raise argparse.ArgumentTypeError(f"{text}: a cluster description ends in .yaml")
+        raise argparse.ArgumentTypeError(
+            f"{text}: give a cluster description (FILE.yaml) or the name of a shipped one: "
+            f"{', '.join(shipped)}"
+        )
     problem = path_problem(path)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
@@ -122,7 +135,9 @@ def described(args: argparse.Namespace) -> Described | None:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if args.compute is not None or args.throughput is not None:
+        # The machines' speed at this run's job, in place of every figure the file gives.
         spec.compute = ComputeSpec(seconds=args.compute, throughput=args.throughput)
+        spec.models = []
     for name, selection in args.selection:
         spec.selection[name] = selection
     for name, fit in args.collective:
@@ -130,17 +145,25 @@ def described(args: argparse.Namespace) -> Described | None:
         fits[:] = [f for f in fits if f.workers != fit.workers] + [fit]
     if args.cluster is None and not describes_anything(spec):
         return None
-    return Described(spec)
+    return Described(spec, args.cluster)
 
 
 def machines(
-    description: Described | None, compressors: list[str], compute_scale: float
+    description: Described | None,
+    compressors: list[str],
+    compute_scale: float,
+    job: JobShape | None = None,
+    models: list[str] | None = None,
 ) -> tuple[Compute | None, dict[str, SelectionCost]]:
-    """The described machines' compute and selection costs (none for the job's own)."""
+    """The described machines' compute (for ``job``, when its figure is given per job: a
+    ``models`` entry of one of ``models``) and selection costs; none for the job's own."""
     if description is None:
         return None, {}
     try:
-        compute = description.compute()
+        if job is None:
+            compute = description.compute()
+        else:
+            compute, _ = description.compute_for(job, models or [job.model])
         selection = description.selection(compressors)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -148,7 +171,38 @@ def machines(
         raise ConfigError(
             "--compute-scale and the cluster's compute both set the machines' speed: give one"
         )
+    problem = None if job is None or compute_scale != 1.0 else description.unknown_speed(job)
+    if problem is not None:
+        raise ConfigError(f"{_where(description)}{problem}")
     return compute, selection
+
+
+def _where(description: Described) -> str:
+    return f"{description.path}: " if description.path is not None else ""
+
+
+def job_shape(cfg: DictConfig) -> JobShape:
+    """What a cluster description's ``models`` entries are matched on, of the composed job:
+    its ``model=`` option, its images' shape (None for other inputs), batch and precision."""
+    spec = known_spec(cfg)
+    images = spec is not None and spec.task == "classification" and len(spec.input_shape) == 3
+    shape = tuple(spec.input_shape) if spec is not None and images else None
+    precision = OmegaConf.select(cfg, "trainer.precision")
+    return JobShape(
+        model=model_option(cfg),
+        image_shape=shape,
+        batch_size=int(cfg.trainer.batch_size),
+        precision=str(getattr(precision, "value", precision)),
+    )
+
+
+def compute_entry(
+    description: Described | None, job: JobShape, models: list[str]
+) -> ModelComputeSpec | None:
+    """The ``models`` entry of the description whose figure prices ``job``, if one does."""
+    if description is None:
+        return None
+    return description.compute_for(job, models)[1]
 
 
 def job_cluster(
@@ -218,18 +272,25 @@ def unused_file_fits(
     return warnings
 
 
+def tc_rate(bps: float) -> str:
+    """``bps`` as tc (and ``--bandwidths``) writes a rate: ``25gbit``, ``100mbit``."""
+    return f"{bps / 1e9:g}gbit" if bps >= 1e9 else f"{bps / 1e6:g}mbit"
+
+
+def _rate(bps: float) -> str:
+    return f"{bps / 1e9:g} Gbit/s" if bps >= 1e9 else f"{bps / 1e6:g} Mbit/s"
+
+
 def describe(cluster: Cluster) -> list[str]:
     """The cluster's lines of the output: its links, and the collectives it has fits of."""
     text = (
-        f"cluster: {cluster.workers} workers, {cluster.bandwidth_bps / 1e6:g} Mbit/s links, "
+        f"cluster: {cluster.workers} workers, {_rate(cluster.bandwidth_bps)} links, "
         f"latency {cluster.latency_s:g} s, {cluster.algorithm} collectives"
     )
     if cluster.gpus_per_node > 1:
-        text += (
-            f", {cluster.gpus_per_node} per node at {cluster.intra_bandwidth_bps / 1e6:g} Mbit/s"
-        )
+        text += f", {cluster.gpus_per_node} per node at {_rate(cluster.intra_bandwidth_bps)}"
     if cluster.second_bandwidth_bps:
-        text += f", second link {cluster.second_bandwidth_bps / 1e6:g} Mbit/s"
+        text += f", second link {_rate(cluster.second_bandwidth_bps)}"
     if cluster.shared_host_cores:
         text += f"; all processes on this host ({cluster.shared_host_cores} cores)"
     fits = []
@@ -249,16 +310,19 @@ def machines_line(
     here: ModelProfile,
     compute: Compute | None,
     selection: Mapping[str, SelectionCost],
+    entry: ModelComputeSpec | None = None,
 ) -> str | None:
-    """What the described machines change, or None when nothing is described."""
+    """What the described machines change, or None when nothing is described; ``entry``: the
+    ``models`` entry the compute is of."""
     if compute is None and not selection:
         return None
     parts = []
     if compute is not None:
+        figure = f" for {entry.describe()}" if entry is not None else ""
         parts.append(
-            f"{compute.describe()} (forward {sum(profile.forward) * 1e3:.2f} ms, backward "
+            f"{compute.describe()}{figure} (forward {sum(profile.forward) * 1e3:.2f} ms, backward "
             f"{sum(profile.backward) * 1e3:.2f} ms, update {profile.update * 1e3:.2f} ms, "
-            f"spread as profiled here: x{profile.compute / here.compute:.3g} of this host)"
+            f"spread as profiled: x{profile.compute / here.compute:.3g} of the profile's host)"
         )
     parts += [f"{name} compresses in {cost.describe()}" for name, cost in selection.items()]
     return "machines: " + "; ".join(parts)

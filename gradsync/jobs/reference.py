@@ -40,7 +40,12 @@ from gradsync.config.files import CONFIG_MODULE, KEYLESS_GROUP, ROOT_CONFIG, ROO
 from gradsync.config.schema import TrainConfig, TrainerConfig
 from gradsync.jobs.discovery import group_options
 from gradsync.jobs.pairing import pairing_problem
-from gradsync.projection.cluster_spec import AlphaBetaSpec, ClusterSpec, SelectionSpec
+from gradsync.projection.cluster_spec import (
+    AlphaBetaSpec,
+    ClusterSpec,
+    ModelComputeSpec,
+    SelectionSpec,
+)
 from gradsync.schedulers.registry import SCHEDULERS
 
 GROUP_MEANINGS: dict[str, str] = {
@@ -263,10 +268,11 @@ def option_doc(group: str, option: str) -> OptionDoc:
 
 def cluster_file_keys() -> list[KeyDoc]:
     """Every key of a cluster description (``projection/cluster_spec.py``), an entry of its
-    ``selection`` and of its collectives' lists included."""
+    ``selection``, of its collectives' lists and of its per-job ``models`` included."""
     keys = _file_keys(ClusterSpec, "")
     keys += _file_keys(SelectionSpec, "selection.<compressor>")
     keys += _file_keys(AlphaBetaSpec, "collectives.<collective>[]")
+    keys += _file_keys(ModelComputeSpec, "models[]")
     return keys
 
 

@@ -1,6 +1,7 @@
 """Measuring a job on this machine, for ``gradsync simulate`` and ``plan``: the model's profile
 (a real training step), what each compressor puts on the wire, the links among workers, and the
-prediction those measurements feed (``jobs.Predictor``)."""
+prediction those measurements feed (``jobs.Predictor``); the measurements of the bundled jobs,
+kept in the package (``kept.py``); the progress bar said while measuring (``progress.py``)."""
 
 
 class MeasurementError(RuntimeError):

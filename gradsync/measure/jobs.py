@@ -4,7 +4,8 @@ format. Profiles and wire formats are measured once per model (and worker count)
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -14,8 +15,10 @@ from gradsync.cluster.rates import DEFAULT_RATE, bits_per_s
 from gradsync.config.instantiate import build
 from gradsync.families import runner_schema
 from gradsync.measure import measured
+from gradsync.measure.kept import Kept, KeptProfiles, model_option, say_stale, stale
 from gradsync.measure.planning import fits_here, planning_fit
 from gradsync.measure.profile import ProfiledJob, device_name, probe_links, profile_job
+from gradsync.measure.progress import Progress
 from gradsync.measure.wire import MAX_RECORDED_WORLD, extrapolate, measure_wire
 from gradsync.projection.cluster import LAN_LATENCY_S, Cluster
 from gradsync.projection.estimates import Estimate, Job, ModelProfile, Wire
@@ -60,7 +63,14 @@ class Predictor:
     """Whether a scheduler that fits its cost model on this host's shaped links is replayed
     here to learn its plan (``planning.py``); False for a described cluster, where it plans
     with the cluster's costs."""
+    kept: KeptProfiles | None = None
+    """Measurements kept in the package (``kept.py``), taken for the jobs they are of instead
+    of measuring them; None: everything is measured here."""
+    progress: Progress | None = None
+    """Says what is measured here as it is (None: nothing is said)."""
     _measured: measured.Measurements = field(default_factory=measured.Measurements)
+    _kept_taken: dict[str, Kept] = field(default_factory=dict)
+    _kept_seen: set[str] = field(default_factory=set)
 
     def save(self, path: Path) -> None:
         """Everything measured so far, for ``load`` to start from later (``measured.py``)."""
@@ -70,10 +80,52 @@ class Predictor:
         """Take the measurements ``save`` wrote instead of measuring them again."""
         self._measured.update(measured.read(path))
 
+    def kept_for(self, cfg: DictConfig) -> Kept | None:
+        """The kept measurements ``cfg``'s predictions start from, if they do."""
+        self._take_kept(cfg)
+        return self._kept_taken.get(profile_key(cfg))
+
+    def _take_kept(self, cfg: DictConfig) -> None:
+        """Start from the kept measurements of ``cfg``'s job, once: when there are some,
+        nothing was measured or loaded for it, and its model still has the tensors they were
+        measured on (else one line says it is measured again)."""
+        key = profile_key(cfg)
+        if self.kept is None or key in self._kept_seen or key in self._measured.profiles:
+            return
+        self._kept_seen.add(key)
+        found = self.kept.of(key)
+        if found is None:
+            return
+        why = stale(cfg, found.measurements.profiles[key].layer_shapes)
+        if why is not None:
+            say_stale(cfg, why)
+            return
+        self._measured.profiles[key] = found.measurements.profiles[key]
+        wires = {k: w for k, w in found.measurements.wires.items() if k[0] == key}
+        self._measured.wires.update(wires)
+        self._kept_taken[key] = found
+
+    @contextmanager
+    def _measuring(self, what: str) -> Iterator[None]:
+        """``what`` is measured here now: said on the progress bar, when there is one."""
+        if self.progress is None:
+            yield
+            return
+        with self.progress.doing(what):
+            yield
+
+    def _profile(self, cfg: DictConfig, why: str = "") -> ProfiledJob:
+        batch = int(cfg.trainer.batch_size)
+        with self._measuring(
+            f"profiling model={model_option(cfg)} at batch {batch} on {device_name(cfg)}{why}"
+        ):
+            return profile_job(cfg, warmup_steps=self.warmup_steps)
+
     def profiled(self, cfg: DictConfig) -> ProfiledJob:
         key = profile_key(cfg)
+        self._take_kept(cfg)
         if key not in self._measured.profiles:
-            self._measured.profiles[key] = profile_job(cfg, warmup_steps=self.warmup_steps)
+            self._measured.profiles[key] = self._profile(cfg)
         return self._measured.profiles[key]
 
     def _gradient(self, cfg: DictConfig) -> ProfiledJob:
@@ -81,7 +133,7 @@ class Predictor:
         without one (its timings stay those loaded)."""
         profiled = self.profiled(cfg)
         if profiled.gradient is None:
-            fresh = profile_job(cfg, warmup_steps=self.warmup_steps)
+            fresh = self._profile(cfg, ", for a gradient")
             profiled = replace(profiled, gradient=fresh.gradient, layer_shapes=fresh.layer_shapes)
             self._measured.profiles[profile_key(cfg)] = profiled
         return profiled
@@ -101,18 +153,20 @@ class Predictor:
         method = OmegaConf.to_yaml(cfg.compressor) + str(cfg.feedback)
         key = (profile_key(cfg), method, workers)
         instance = build(cfg.compressor, path="compressor")
+        self._take_kept(cfg)
         if key not in self._measured.wires:
             profiled = self._gradient(cfg)
             assert profiled.gradient is not None  # _gradient takes one where the profile has none
             feedback = build(cfg.feedback, path="feedback", compressor=instance)
-            self._measured.wires[key] = measure_wire(
-                compressor,
-                instance,
-                feedback,
-                profiled.gradient,
-                profiled.layer_shapes,
-                workers=max(workers, 1),
-            )
+            with self._measuring(f"what compressor={compressor} sends among {workers} workers"):
+                self._measured.wires[key] = measure_wire(
+                    compressor,
+                    instance,
+                    feedback,
+                    profiled.gradient,
+                    profiled.layer_shapes,
+                    workers=max(workers, 1),
+                )
         return replace(self._measured.wires[key], selects_alone=instance.selects_alone)
 
     def on_this_host(self, cfg: DictConfig, cluster: Cluster) -> Cluster:
@@ -121,7 +175,8 @@ class Predictor:
             return cluster
         key = (profile_key(cfg), OmegaConf.to_yaml(cfg.runner), cluster.workers)
         if key not in self._measured.delays:
-            self._measured.delays[key] = probe_links(cfg, cluster.workers)
+            with self._measuring(f"probing the links among {cluster.workers} workers here"):
+                self._measured.delays[key] = probe_links(cfg, cluster.workers)
         delays = self._measured.delays[key]
         return replace(
             cluster,
@@ -147,7 +202,8 @@ class Predictor:
             int(cfg.scheduler.profile_steps),
         )
         if key not in self._measured.fits:
-            self._measured.fits[key] = planning_fit(cfg, scheduler)
+            with self._measuring(f"replaying scheduler={scheduler}'s planning here"):
+                self._measured.fits[key] = planning_fit(cfg, scheduler)
         return self._measured.fits[key]
 
     def _decisions(self, cfg: DictConfig, scheduler: str) -> dict[str, float]:

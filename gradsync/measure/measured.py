@@ -39,10 +39,12 @@ class Measurements:
             getattr(self, name).update(getattr(other, name))
 
 
-def write(path: Path, measurements: Measurements) -> None:
-    """``measurements`` to ``path``, replaced whole (never half written)."""
+def write(path: Path, measurements: Measurements, extra: dict[str, Any] | None = None) -> None:
+    """``measurements`` to ``path``, replaced whole (never half written); ``extra``: more keys
+    of the document (what a kept profile says of its host), which ``read`` leaves."""
     document = {
         "format": FORMAT,
+        **(extra or {}),
         "profiles": [
             {
                 "key": key,

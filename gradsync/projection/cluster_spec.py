@@ -2,6 +2,9 @@
 options that set the same keys): its workers and links, each collective's measured cost, its
 machines' compute and each compressor's selection cost on them.
 
+Clusters shipped with gradsync (``clusters/*.yaml`` beside this module: ``shipped_clusters``) are
+named by their file's stem (``--cluster h200_8x_ndr400``).
+
 The file is checked as configs are: a structured schema (``ClusterSpec``), so an unknown key or
 a value of the wrong type is one line naming it, and every number is checked as it is read
 against the range its field declares (``option``: finite, and bounded where a larger value
@@ -10,7 +13,7 @@ so a small file cannot expand into a large one. Every key is optional; what the 
 out is the job's (``trainer.workers``, ``runner.bandwidth``) or the link model's. The keys are
 in the configuration reference (``docs/reference/config.md``). Torch-free.
 
-An example, the OMGS paper's cluster (``benchmarks/clusters/omgs_p102_1gbe.yaml``)::
+An example, the OMGS paper's cluster (``clusters/omgs_p102_1gbe.yaml``)::
 
     workers: 16
     bandwidth: 1gbit
@@ -49,6 +52,14 @@ MAX_THROUGHPUT = 1e9
 MAX_SECONDS_PER_UNIT = 1e-3
 """The most seconds per byte of a collective (1 kB/s) or per element of a selection."""
 MAX_GPUS_PER_NODE = 1024
+MAX_BATCH = 2**20
+"""The largest batch a published compute figure may be for."""
+MAX_IMAGE_SIDE = 2**16
+"""The largest channel count, height or width of a compute figure's input."""
+PRECISIONS = ("fp32", "bf16", "fp16")
+"""``trainer.precision``'s values, which a compute figure of ``models`` may be for."""
+SHIPPED = Path(__file__).with_name("clusters")
+"""The cluster descriptions shipped with gradsync (package data), named by their stem."""
 MAX_FILE_BYTES = 2**16
 """A cluster description is a few lines; a larger file is not one (and is not read)."""
 MAX_DEPTH = 8
@@ -107,6 +118,55 @@ class ComputeSpec:
 
 
 @dataclass
+class ModelComputeSpec(ComputeSpec):
+    """The machines' compute for one job, as published or measured for it: the job's model
+    and, where given, the input shape, batch and precision of the figure. A job takes the first
+    entry whose given keys are all the job's."""
+
+    model: str = option(MISSING)
+    """The `model=` option the figure is for (`resnet50`)."""
+    image_shape: list[int] | None = option(None, each=True, at_least=1, at_most=MAX_IMAGE_SIDE)
+    """Channels, height, width of its inputs (`[3, 224, 224]`); null: any."""
+    batch_size: int | None = option(None, at_least=1, at_most=MAX_BATCH)
+    """The batch per worker it was measured at; null: any."""
+    precision: str | None = option(None, choices=PRECISIONS)
+    """`trainer.precision` it was measured in (fp32, bf16, fp16); null: any."""
+
+    def matches(self, job: JobShape) -> bool:
+        """Whether the figure is for ``job``: its model, and each of the rest it gives."""
+        shape = None if job.image_shape is None else list(job.image_shape)
+        return (
+            self.model == job.model
+            and self.image_shape in (None, shape)
+            and self.batch_size in (None, job.batch_size)
+            and self.precision in (None, job.precision)
+        )
+
+    def describe(self) -> str:
+        """What the figure is for: ``resnet50 at 3x224x224, batch 64, fp32``."""
+        text = self.model
+        if self.image_shape:
+            text += " at " + "x".join(map(str, self.image_shape))
+        rest = [f"batch {self.batch_size}" if self.batch_size is not None else None, self.precision]
+        return ", ".join([text, *(part for part in rest if part)])
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """What a ``models`` entry of a cluster description is matched on: the job's ``model=``
+    option, its inputs' shape (None: not images), batch per worker and precision."""
+
+    model: str
+    image_shape: tuple[int, ...] | None
+    batch_size: int
+    precision: str
+
+    def describe(self) -> str:
+        shape = "x".join(map(str, self.image_shape)) if self.image_shape else "its inputs"
+        return f"{self.model} at {shape}, batch {self.batch_size}, {self.precision}"
+
+
+@dataclass
 class SelectionSpec:
     """A compressor's compression time for a group of d elements on the cluster's machines:
     ``d_log2_d·d·log2 d + per_element·d`` seconds."""
@@ -139,6 +199,10 @@ class ClusterSpec:
     """The link between the GPUs of one machine (needed with gpus_per_node above 1)."""
     compute: ComputeSpec = field(default_factory=ComputeSpec)
     """The machines' compute; none given: the profile taken here (times `--compute-scale`)."""
+    models: list[ModelComputeSpec] = field(default_factory=list)
+    """The machines' compute for particular jobs (`- {model: resnet50, image_shape: [3, 224,
+    224], batch_size: 64, throughput: 2002}`), before `compute`; a job no entry is for takes
+    `compute`, and is refused when the file gives none."""
     selection: dict[str, SelectionSpec] = field(default_factory=dict)
     """Compression cost per compressor option (`topk: {d_log2_d: 2.19e-10}`); a compressor
     not named takes its time measured here, scaled as the compute is."""
@@ -170,7 +234,8 @@ def _loaded(path: Path | None, settings: list[str]) -> ClusterSpec:
     except OmegaConfBaseException as exc:
         raise ValueError(f"{where}: {_first_line(str(exc))}") from None
     assert isinstance(typed, ClusterSpec)
-    for problem in [*spec_problems(typed), *_fit_problems(typed.collectives)]:
+    problems = [*spec_problems(typed), *_fit_problems(typed.collectives)]
+    for problem in [*problems, *_model_problems(typed.models)]:
         raise ValueError(f"{where}: {problem}")
     return typed
 
@@ -213,6 +278,40 @@ def _fit_problems(collectives: CollectivesSpec) -> list[str]:
             at = "every count" if twice[0] is None else f"{twice[0]} workers"
             problems.append(f"collectives.{name}: two fits for the same worker count ({at})")
     return problems
+
+
+def _model_problems(entries: list[ModelComputeSpec]) -> list[str]:
+    """An entry of ``models`` that gives no compute, or not in one of its forms, or that
+    another entry before it is for as well (the second would never be taken)."""
+    problems: list[str] = []
+    seen: list[tuple[Any, ...]] = []
+    for i, entry in enumerate(entries):
+        try:
+            if _compute_of(entry) is None:
+                problems.append(
+                    f"models[{i}]: give its compute (seconds, or forward, backward "
+                    "and update, or throughput)"
+                )
+        except ValueError as exc:
+            problems.append(f"models[{i}]: {exc}")
+        key = (entry.model, entry.image_shape, entry.batch_size, entry.precision)
+        if key in seen:
+            problems.append(f"models[{i}]: models[{seen.index(key)}] is for the same job")
+        seen.append(key)
+    return problems
+
+
+def _compute_of(c: ComputeSpec) -> Compute | None:
+    """The compute ``c`` gives (None: none); ValueError when it is not one of its forms."""
+    given = [c.seconds, c.forward, c.backward, c.update, c.throughput]
+    if all(value is None for value in given):
+        return None
+    return Compute(c.seconds, c.forward, c.backward, c.update, c.throughput)
+
+
+def shipped_clusters() -> dict[str, Path]:
+    """The cluster descriptions shipped with gradsync, by name (their file's stem)."""
+    return {path.stem: path for path in sorted(SHIPPED.glob("*.yaml"))}
 
 
 def _merged(spec: DictConfig, given: DictConfig, where: str) -> DictConfig:
@@ -387,6 +486,8 @@ class Described:
     """What a ``ClusterSpec`` changes: the cluster, the machines' compute, the selections."""
 
     spec: ClusterSpec
+    path: Path | None = None
+    """The file it was read from (None: the command's options alone)."""
 
     def cluster(self, job_cluster: Cluster) -> Cluster:
         """``job_cluster`` (the job's own) as the description changes it: machines of their
@@ -420,15 +521,39 @@ class Described:
         }
 
     def compute(self) -> Compute | None:
-        """The machines' compute, when the description gives it."""
-        c = self.spec.compute
-        given = [c.seconds, c.forward, c.backward, c.update, c.throughput]
-        if all(value is None for value in given):
-            return None
+        """The machines' compute for any job, when the description gives it."""
         try:
-            return Compute(c.seconds, c.forward, c.backward, c.update, c.throughput)
+            return _compute_of(self.spec.compute)
         except ValueError as exc:
             raise ValueError(f"compute: {exc}") from None
+
+    def compute_for(
+        self, job: JobShape, models: list[str]
+    ) -> tuple[Compute | None, ModelComputeSpec | None]:
+        """The machines' compute for ``job``: the first ``models`` entry for it, else
+        ``compute`` (and the entry taken, or None). ValueError for an entry of a model not in
+        ``models`` (the options that exist)."""
+        unknown = [e.model for e in self.spec.models if e.model not in models]
+        if unknown:
+            raise ValueError(f"models: no model {unknown[0]!r}; valid: {', '.join(models)}")
+        entry = next((e for e in self.spec.models if e.matches(job)), None)
+        if entry is not None:
+            return _compute_of(entry), entry
+        return self.compute(), None
+
+    def unknown_speed(self, job: JobShape) -> str | None:
+        """Why the description cannot price ``job``'s compute (one line), or None: it gives
+        the compute of other jobs only (``models``), and this host's would be taken for it."""
+        if not self.spec.models or self.compute() is not None:
+            return None
+        if any(e.matches(job) for e in self.spec.models):
+            return None
+        known = "; ".join(e.describe() for e in self.spec.models)
+        return (
+            f"models: the file gives the machines' compute for {known} only, not for this job "
+            f"({job.describe()}): give their speed at it with --throughput SAMPLES/S (a "
+            "published figure) or --compute SECONDS, or set the job as one of those"
+        )
 
     def selection(self, compressors: list[str]) -> dict[str, SelectionCost]:
         """Each named compressor's selection cost; ValueError for a name not in
